@@ -1,0 +1,157 @@
+"""Axes (factors of variation) and the perturbations they sample.
+
+An :class:`Axis` is one factor of variation. ``axis.sample(rng, severity,
+split, scene)`` draws a :class:`Perturbation`: a frozen dataclass of concrete
+values (no RNG inside, JSON-serializable, recorded with every episode). A
+perturbation acts in up to three stages at reset, always relative to the
+remembered nominal so that resets never compound (the composable-variation
+design of dm_control's ``composer.variation``):
+
+1. ``edit_spec``: structural edits on a fresh nominal ``MjSpec`` (link lengths,
+   added geoms); the scene is recompiled and installed.
+2. ``apply_model``: edits of the compiled ``MjModel`` written as
+   ``nominal ∘ value`` (colours, lights, camera pose, masses, gains). Every field
+   a perturbation may write is listed in ``MODEL_FIELDS`` and restored from the
+   nominal model before each reset.
+3. ``apply_state``: edits of ``MjData`` after the env's own reset (object
+   placement, distractor placement), so they survive the reset.
+
+Severity is a float in [0, 1]: 0 is exactly the nominal scene (no edit at all),
+1 the widest shift the axis defines. ``split`` selects the Factor-World value
+set: ``train``, the disjoint held-out ``test``, or ``all``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from abc import ABC, abstractmethod
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from robogen.errors import MUST_BE_IN_RANGE, InvalidPerturbationError
+from robogen.registry import Registry
+from robogen.types import SPLITS
+
+if TYPE_CHECKING:
+    import mujoco
+    import numpy as np
+
+    from robogen.envs.base import MujocoScene
+
+AXIS_KINDS = ("visual", "physical", "structural")
+BAD_SPLIT = "split must be one of {choices}, got {value!r}"
+
+
+def check_level(severity: float, split: str) -> None:
+    """Validate a level.
+
+    Raises:
+        InvalidPerturbationError: If severity is not a finite number in [0, 1]
+            or split is not one of ``all``, ``train``, ``test``.
+    """
+    if not isinstance(severity, (int, float)) or not (0.0 <= float(severity) <= 1.0):
+        raise InvalidPerturbationError(
+            MUST_BE_IN_RANGE.format(field="severity", low=0, high=1, value=severity)
+        )
+    if split not in SPLITS:
+        raise InvalidPerturbationError(BAD_SPLIT.format(choices=SPLITS, value=split))
+
+
+class Perturbation(ABC):
+    """Concrete values of one axis for one episode. Subclasses are frozen dataclasses.
+
+    Class attributes:
+        axis: Name of the axis that samples it.
+        MODEL_FIELDS: Dotted ``MjModel`` attribute paths ``apply_model`` may write
+            (``"geom_rgba"``, ``"opt.gravity"``); restored from nominal before every reset.
+        NEEDS_SET_CONST: True if ``apply_model`` edits inertial quantities, so
+            derived constants must be recomputed (``mujoco.mj_setConst``).
+    """
+
+    axis: ClassVar[str] = ""
+    MODEL_FIELDS: ClassVar[tuple[str, ...]] = ()
+    NEEDS_SET_CONST: ClassVar[bool] = False
+
+    @property
+    def has_spec_edit(self) -> bool:
+        """True if :meth:`edit_spec` changes the scene's structure (needs a recompile)."""
+        return False
+
+    def edit_spec(self, spec: mujoco.MjSpec, scene: MujocoScene) -> bool:
+        """Edit a fresh nominal spec in place. Returns True if anything changed."""
+        return False
+
+    def apply_model(
+        self, model: mujoco.MjModel, nominal: mujoco.MjModel, scene: MujocoScene
+    ) -> bool:
+        """Write ``nominal ∘ value`` into ``model``. Returns True if anything changed."""
+        return False
+
+    def apply_state(self, model: mujoco.MjModel, data: mujoco.MjData, scene: MujocoScene) -> bool:
+        """Edit ``data`` after the env's reset. Returns True if anything changed."""
+        return False
+
+    def textures_touched(self, model: mujoco.MjModel) -> tuple[int, ...]:
+        """Texture ids whose ``tex_data`` ``apply_model`` writes (re-uploaded by the wrapper)."""
+        return ()
+
+    def to_record(self) -> dict[str, Any]:
+        """JSON-compatible record ``{"axis", "type", "values"}``."""
+        values = json.loads(json.dumps(dataclasses.asdict(self), default=float))  # type: ignore[call-overload]
+        return {"axis": self.axis, "type": type(self).__name__, "values": values}
+
+
+class Axis(ABC):
+    """One factor of variation.
+
+    Class attributes:
+        name: Registry key (``lighting``, ``texture``, ...).
+        kind: ``visual``, ``physical`` or ``structural``.
+        description: One line shown by ``robogen list``.
+    """
+
+    name: ClassVar[str] = ""
+    kind: ClassVar[str] = "visual"
+    description: ClassVar[str] = ""
+
+    @abstractmethod
+    def sample(
+        self, rng: np.random.Generator, severity: float, split: str, scene: MujocoScene
+    ) -> Perturbation:
+        """Draw concrete values at ``severity`` from the ``split`` value set.
+
+        Args:
+            rng: This axis's own stream for this episode.
+            severity: Shift size in [0, 1]; callers skip the axis at 0.
+            split: ``all``, ``train`` or ``test``.
+            scene: The scene, for role names and nominal values.
+
+        Raises:
+            InvalidPerturbationError: On a severity outside [0, 1] or an unknown split.
+        """
+
+    def missing_roles(self, scene: MujocoScene) -> str | None:
+        """Why this axis cannot act on ``scene`` (e.g. "no table or floor geoms"), or None."""
+        return None
+
+
+AXES: Registry[type[Axis]] = Registry("perturbation axis")
+
+
+def register_axis(name: str):  # noqa: ANN201 - decorator
+    """Class decorator registering an :class:`Axis` subclass under ``name``."""
+
+    def decorate(cls: type[Axis]) -> type[Axis]:
+        cls.name = name
+        return AXES.register(name)(cls)
+
+    return decorate
+
+
+def make_axis(name: str) -> Axis:
+    """Instantiate the registered axis ``name``.
+
+    Raises:
+        UnknownNameError: If no axis is registered under ``name``.
+    """
+    return AXES.get(name)()

@@ -1,0 +1,306 @@
+"""Typed, frozen records passed between robogen's parts.
+
+Every arrow in the data flow (DESIGN.md) is one of these records; each
+serializes to JSON-compatible dicts with :func:`to_dict` and back with the
+class's ``from_dict``. Nothing crosses a module boundary as a loose dict.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from dataclasses import dataclass, field
+from typing import Any, Literal, TypeVar
+
+Split = Literal["all", "train", "test"]
+"""Which value set of an axis a level draws from: every value, the Factor-World
+``train`` set, or the disjoint held-out ``test`` set."""
+
+SPLITS: tuple[str, ...] = ("all", "train", "test")
+
+Cause = Literal["timeout", "terminated", "policy_error", "sim_unstable"]
+"""Why an episode did not succeed. ``timeout``: the step limit ran out;
+``terminated``: the env ended the episode without success (e.g. the robot
+fell); ``policy_error``: the policy raised or returned a non-finite action;
+``sim_unstable``: MuJoCo diverged (non-finite state or a bad-acceleration
+warning)."""
+
+CAUSES: tuple[str, ...] = ("timeout", "terminated", "policy_error", "sim_unstable")
+
+NOMINAL = "nominal"
+COMBINED = "combined"
+
+R = TypeVar("R")
+
+
+def to_dict(record: Any) -> dict[str, Any]:
+    """JSON-compatible dict of a record (tuples become lists)."""
+    return json.loads(json.dumps(dataclasses.asdict(record)))
+
+
+@dataclass(frozen=True, slots=True)
+class AxisLevel:
+    """One axis at one level inside a condition.
+
+    Attributes:
+        axis: Registered axis name (``lighting``, ``texture``, ...).
+        severity: Shift size in [0, 1]; 0 is exactly the nominal scene.
+        split: Value set drawn from: ``all``, ``train`` or held-out ``test``.
+    """
+
+    axis: str
+    severity: float
+    split: str = "all"
+
+    @property
+    def label(self) -> str:
+        """``axis@severity`` or ``axis@split`` (``@split:severity`` if both differ from default)."""
+        if self.split == "all":
+            return f"{self.axis}@{self.severity:g}"
+        if self.severity == 1.0:
+            return f"{self.axis}@{self.split}"
+        return f"{self.axis}@{self.split}:{self.severity:g}"
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> AxisLevel:
+        return cls(axis=str(d["axis"]), severity=float(d["severity"]), split=str(d.get("split", "all")))
+
+
+@dataclass(frozen=True, slots=True)
+class Condition:
+    """A set of axes at given levels applied together; no levels is the nominal scene.
+
+    Attributes:
+        name: Unique label used in tables (``nominal``, ``lighting@1``, ``combined@1``).
+        levels: The axis levels; empty for the nominal condition.
+    """
+
+    name: str
+    levels: tuple[AxisLevel, ...] = ()
+
+    @property
+    def is_nominal(self) -> bool:
+        return all(lv.severity == 0.0 for lv in self.levels)
+
+    @property
+    def axes(self) -> tuple[str, ...]:
+        return tuple(lv.axis for lv in self.levels)
+
+    @property
+    def severity(self) -> float:
+        """Largest severity among the levels (0 for nominal)."""
+        return max((lv.severity for lv in self.levels), default=0.0)
+
+    @property
+    def split(self) -> str:
+        splits = {lv.split for lv in self.levels}
+        return splits.pop() if len(splits) == 1 else ("all" if not splits else "mixed")
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Condition:
+        return cls(name=str(d["name"]), levels=tuple(AxisLevel.from_dict(x) for x in d["levels"]))
+
+
+@dataclass(frozen=True, slots=True)
+class WorkUnit:
+    """A batch of episodes of one condition, run together by one worker.
+
+    A unit is the scheduling and storage granularity: it is run as one lockstep
+    batch (so results do not depend on which backend or worker ran it) and
+    written as one Parquet part, so a resumed run skips finished units whole.
+
+    Attributes:
+        unit_id: Index of the unit in the plan (stable across resumes).
+        condition: The condition every episode of the unit runs under.
+        episode_indices: Episode indices i; episode i starts from the same
+            initial state in every condition (common random numbers).
+    """
+
+    unit_id: int
+    condition: Condition
+    episode_indices: tuple[int, ...]
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> WorkUnit:
+        return cls(
+            unit_id=int(d["unit_id"]),
+            condition=Condition.from_dict(d["condition"]),
+            episode_indices=tuple(int(i) for i in d["episode_indices"]),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class EpisodeResult:
+    """Outcome of one episode.
+
+    Attributes:
+        env_id: Env id (``robogen/PickPlace-v0``, ``gymnasium/Hopper-v5``).
+        policy_id: Policy URI as given by the user.
+        condition: Condition name.
+        axes: Axes perturbed in this condition (empty for nominal).
+        severity: Largest severity of the condition, in [0, 1].
+        split: Value set of the condition (``all``, ``train``, ``test``).
+        episode_index: Episode index i (pairs episodes across conditions).
+        seed: Seed passed to ``env.reset`` (a function of run seed and i only).
+        episode_return: Sum of rewards [-].
+        length_steps: Number of env steps taken.
+        success: True only if the task's success predicate held; never True
+            for an episode that raised.
+        cause: Why it failed (one of :data:`CAUSES`), None on success.
+        error: Exception type and message when ``cause`` is ``policy_error``
+            or ``sim_unstable``, else None.
+        perturbations_json: JSON list of the applied perturbations
+            (``[{"axis", "type", "values", "changed"}]``).
+        changed_axes: Axes whose perturbation changed the scene or state in
+            this episode (an axis with nothing to act on is absent).
+        wall_time_s: Wall-clock time of the episode [s].
+        unit_id: Work unit that ran it.
+        video_path: Path of a recorded video relative to the run dir, if any.
+    """
+
+    env_id: str
+    policy_id: str
+    condition: str
+    axes: tuple[str, ...]
+    severity: float
+    split: str
+    episode_index: int
+    seed: int
+    episode_return: float
+    length_steps: int
+    success: bool
+    cause: str | None
+    error: str | None
+    perturbations_json: str
+    changed_axes: tuple[str, ...]
+    wall_time_s: float
+    unit_id: int
+    video_path: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.success and self.cause is not None:
+            raise ValueError(f"a successful episode has no failure cause, got {self.cause!r}")
+        if not self.success and self.cause not in CAUSES:
+            raise ValueError(f"a failed episode needs a cause in {CAUSES}, got {self.cause!r}")
+        if not math.isfinite(self.episode_return) and self.cause != "sim_unstable":
+            # keep the table numeric; a non-finite return is itself an instability
+            raise ValueError(f"episode_return must be finite, got {self.episode_return!r}")
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> EpisodeResult:
+        kw = {f.name: d.get(f.name) for f in dataclasses.fields(cls)}
+        kw["axes"] = tuple(kw["axes"] or ())
+        kw["changed_axes"] = tuple(kw["changed_axes"] or ())
+        kw["success"] = bool(kw["success"])
+        kw["episode_index"] = int(kw["episode_index"])
+        kw["seed"] = int(kw["seed"])
+        kw["length_steps"] = int(kw["length_steps"])
+        kw["unit_id"] = int(kw["unit_id"])
+        kw["severity"] = float(kw["severity"])
+        kw["episode_return"] = float(kw["episode_return"])
+        kw["wall_time_s"] = float(kw["wall_time_s"])
+        for k in ("cause", "error", "video_path"):
+            v = kw[k]
+            kw[k] = None if v is None or (isinstance(v, float) and math.isnan(v)) else str(v)
+        return cls(**kw)
+
+
+@dataclass(frozen=True, slots=True)
+class RenderSettings:
+    """Offscreen render settings of pixel observations, recorded in the manifest.
+
+    Rendering is the throughput ceiling on CPU machines and these settings
+    swing its cost 40-60x (a 4096^2 shadow map costs 20-35 ms per 84x84 frame;
+    shadows and MSAA off about 1 ms), so they are chosen deliberately.
+
+    Attributes:
+        width: Image width [px].
+        height: Image height [px].
+        camera: Camera name used for observations.
+        shadowsize: Shadow map size [px] (0 disables shadows).
+        offsamples: Multisample anti-aliasing samples (0 disables MSAA).
+        mujoco_gl: The ``MUJOCO_GL`` backend in use.
+    """
+
+    width: int = 84
+    height: int = 84
+    camera: str = ""
+    shadowsize: int = 0
+    offsamples: int = 0
+    mujoco_gl: str = ""
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> RenderSettings:
+        return cls(**d)
+
+
+@dataclass(frozen=True, slots=True)
+class EvalManifest:
+    """Everything that determines an evaluation's episodes; stored as manifest.json.
+
+    Attributes:
+        schema_version: Manifest schema version.
+        env_id: Env id.
+        policy: Policy URI.
+        vecnormalize: Path of VecNormalize statistics, if any.
+        obs_mode: ``state``, ``pixels`` or ``state+pixels``.
+        axes: Axis names evaluated.
+        severities: Severities evaluated, each in [0, 1].
+        splits: Split levels evaluated (``train``/``test``) in addition to severities.
+        combined: Whether the all-axes-combined condition ran.
+        n_episodes: Episodes per condition.
+        seed: Run seed; every episode seed derives from it.
+        max_steps: Step limit per episode.
+        batch_size: Episodes per work unit (envs stepped in lockstep).
+        success_threshold: Return threshold overriding the env's success rule, if any.
+        conditions: All conditions, nominal first.
+        render: Render settings of pixel observations.
+        versions: Package versions (robogen, mujoco, gymnasium, ...).
+        spec_hash: SHA-256 of the canonical JSON of the fields above except versions.
+        env_kwargs: Extra keyword arguments passed to the env constructor.
+    """
+
+    schema_version: int
+    env_id: str
+    policy: str
+    vecnormalize: str | None
+    obs_mode: str
+    axes: tuple[str, ...]
+    severities: tuple[float, ...]
+    splits: tuple[str, ...]
+    combined: bool
+    n_episodes: int
+    seed: int
+    max_steps: int
+    batch_size: int
+    success_threshold: float | None
+    conditions: tuple[Condition, ...]
+    render: RenderSettings
+    versions: dict[str, str] = field(default_factory=dict)
+    spec_hash: str = ""
+    env_kwargs: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> EvalManifest:
+        return cls(
+            schema_version=int(d["schema_version"]),
+            env_id=str(d["env_id"]),
+            policy=str(d["policy"]),
+            vecnormalize=d.get("vecnormalize"),
+            obs_mode=str(d["obs_mode"]),
+            axes=tuple(d["axes"]),
+            severities=tuple(float(s) for s in d["severities"]),
+            splits=tuple(d.get("splits", ())),
+            combined=bool(d["combined"]),
+            n_episodes=int(d["n_episodes"]),
+            seed=int(d["seed"]),
+            max_steps=int(d["max_steps"]),
+            batch_size=int(d["batch_size"]),
+            success_threshold=d.get("success_threshold"),
+            conditions=tuple(Condition.from_dict(c) for c in d["conditions"]),
+            render=RenderSettings.from_dict(d["render"]),
+            versions=dict(d.get("versions", {})),
+            spec_hash=str(d.get("spec_hash", "")),
+            env_kwargs=dict(d.get("env_kwargs", {})),
+        )
