@@ -259,6 +259,9 @@ class EvalManifest:
         versions: Package versions (robogen, mujoco, gymnasium, ...).
         spec_hash: SHA-256 of the canonical JSON of the fields above except versions.
         env_kwargs: Extra keyword arguments passed to the env constructor.
+        policy_obs_mode: What the policy observes (``state`` for privileged
+            experts even in a pixel env); visual axes are flagged "not observed"
+            for state policies.
     """
 
     schema_version: int
@@ -280,6 +283,7 @@ class EvalManifest:
     versions: dict[str, str] = field(default_factory=dict)
     spec_hash: str = ""
     env_kwargs: dict[str, Any] = field(default_factory=dict)
+    policy_obs_mode: str = "state"
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> EvalManifest:
@@ -303,4 +307,5 @@ class EvalManifest:
             versions=dict(d.get("versions", {})),
             spec_hash=str(d.get("spec_hash", "")),
             env_kwargs=dict(d.get("env_kwargs", {})),
+            policy_obs_mode=str(d.get("policy_obs_mode", "state")),
         )

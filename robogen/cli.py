@@ -1,0 +1,229 @@
+"""Command-line interface (typer): thin; parses, calls the library, prints.
+
+Exit codes: 0 success, 1 a failed check, 2 invalid input or setup error.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    help="robogen: measure how well robot and RL policies generalize across factors of variation.",
+)
+
+EXIT_INVALID = 2
+
+
+def _csv(value: str | None) -> list[str] | None:
+    if value is None:
+        return None
+    items = [v.strip() for v in value.split(",") if v.strip()]
+    return items
+
+
+def _floats(value: str | None, name: str) -> list[float] | None:
+    items = _csv(value)
+    if items is None:
+        return None
+    out = []
+    for v in items:
+        try:
+            out.append(float(v))
+        except ValueError:
+            _fail(f"{name} must be comma-separated numbers, got {v!r}")
+    return out
+
+
+def _fail(message: str) -> None:
+    from rich.console import Console
+
+    Console(stderr=True).print(f"[bold red]error:[/] {message}", highlight=False, markup=True)
+    raise typer.Exit(EXIT_INVALID)
+
+
+def _guard(fn: Any, *args: Any, **kwargs: Any) -> Any:
+    """Run ``fn``; turn robogen's input errors into exit code 2 with the message."""
+    from robogen.errors import RobogenError
+
+    try:
+        return fn(*args, **kwargs)
+    except RobogenError as e:
+        _fail(str(e).replace("[", "\\["))
+    except FileNotFoundError as e:
+        _fail(str(e))
+
+
+class _Progress:
+    """A rich progress bar: episodes done / total with ETA."""
+
+    def __init__(self, description: str) -> None:
+        from rich.progress import (
+            BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn,
+            TimeRemainingColumn,
+        )
+
+        self._p = Progress(
+            TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+            TextColumn("episodes"), TimeElapsedColumn(), TextColumn("ETA"),
+            TimeRemainingColumn(), transient=False,
+        )
+        self._desc = description
+        self._task: Any = None
+
+    def __enter__(self) -> _Progress:
+        self._p.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._p.__exit__(*exc)
+
+    def __call__(self, done: int, total: int) -> None:
+        if self._task is None:
+            self._task = self._p.add_task(self._desc, total=total, completed=done)
+        else:
+            self._p.update(self._task, completed=done, total=total)
+
+
+def _print_outcome(outcome: Any) -> None:
+    from rich.console import Console
+
+    c = Console()
+    c.print(f"[bold green]done:[/] {outcome.n_episodes} episodes in {outcome.run_dir}")
+    for kind in ("md", "html", "json"):
+        if kind in outcome.files:
+            c.print(f"  report.{kind}: {outcome.files[kind]}")
+    md = outcome.files.get("md")
+    if md and Path(md).exists():
+        c.print()
+        c.print(Path(md).read_text(), markup=False, highlight=False)
+
+
+@app.command("eval")
+def eval_cmd(
+    env: Annotated[str | None, typer.Option(help="Env id: robogen/<Task>-v0 or gymnasium/<Id>.")] = None,
+    policy: Annotated[str | None, typer.Option(help="sb3:PATH.zip | expert:<task> | python:mod:factory | random")] = None,
+    spec: Annotated[Path | None, typer.Option(help="TOML evaluation spec (flags override it).")] = None,
+    vecnormalize: Annotated[str | None, typer.Option(help="SB3 VecNormalize statistics (.pkl).")] = None,
+    axes: Annotated[str | None, typer.Option(help="Comma-separated axes (default: all).")] = None,
+    severities: Annotated[str | None, typer.Option(help="Comma-separated severities in (0, 1].")] = None,
+    splits: Annotated[str | None, typer.Option(help="Extra held-out levels: train,test.")] = None,
+    combined: Annotated[bool | None, typer.Option("--combined/--no-combined", help="All axes together.")] = None,
+    episodes: Annotated[int | None, typer.Option(help="Episodes per condition.")] = None,
+    seed: Annotated[int | None, typer.Option(help="Run seed.")] = None,
+    max_steps: Annotated[int | None, typer.Option(help="Step limit per episode.")] = None,
+    batch_size: Annotated[int | None, typer.Option(help="Envs per worker stepped together.")] = None,
+    obs_mode: Annotated[str | None, typer.Option(help="state | pixels | state+pixels")] = None,
+    camera: Annotated[str | None, typer.Option(help="Observation camera.")] = None,
+    backend: Annotated[str | None, typer.Option(help="ray | serial")] = None,
+    workers: Annotated[int | None, typer.Option(help="Ray workers (default: CPUs).")] = None,
+    address: Annotated[str | None, typer.Option(help="Existing Ray cluster address.")] = None,
+    num_gpus_per_worker: Annotated[float | None, typer.Option(help="GPUs per Ray worker.")] = None,
+    out: Annotated[Path | None, typer.Option(help="Run directory (new or empty).")] = None,
+    videos: Annotated[int | None, typer.Option(help="Failures filmed per axis.")] = None,
+    success_threshold: Annotated[float | None, typer.Option(help="Return threshold for success.")] = None,
+    resume: Annotated[Path | None, typer.Option(help="Finish the killed run in RUN_DIR.")] = None,
+) -> None:
+    """Evaluate a policy across perturbation axes and write a report."""
+    from robogen.rollout import runner
+
+    if resume is not None:
+        with _Progress("resume") as bar:
+            outcome = _guard(
+                runner.resume, resume, backend=backend or "ray", workers=workers,
+                address=address, progress=bar, videos=videos,
+            )
+        _print_outcome(outcome)
+        return
+    from robogen.configs import load_eval_config
+
+    if spec is None and (env is None or policy is None):
+        _fail("give --env and --policy (or --spec FILE), e.g. "
+              "robogen eval --env robogen/PickPlace-v0 --policy expert:pick_place")
+    cfg = _guard(
+        load_eval_config, spec, env=env, policy=policy, vecnormalize=vecnormalize,
+        axes=_csv(axes), severities=_floats(severities, "--severities"), splits=_csv(splits),
+        combined=combined, episodes=episodes, seed=seed, max_steps=max_steps,
+        batch_size=batch_size, obs_mode=obs_mode, camera=camera, backend=backend,
+        workers=workers, address=address, num_gpus_per_worker=num_gpus_per_worker, out=out,
+        videos=videos, success_threshold=success_threshold,
+    )
+    with _Progress(f"{cfg.env} / {cfg.policy}") as bar:
+        outcome = _guard(runner.evaluate, cfg, progress=bar)
+    _print_outcome(outcome)
+
+
+@app.command("report")
+def report_cmd(run_dir: Annotated[Path, typer.Argument(help="A run directory.")]) -> None:
+    """Rebuild report.{json,md,html} and plots from a run directory's stored episodes."""
+    from robogen.rollout import runner
+
+    _print_outcome(_guard(runner.rebuild_report, run_dir))
+
+
+@app.command("preview")
+def preview_cmd(
+    env: Annotated[str, typer.Option(help="Env id.")] = "robogen/PickPlace-v0",
+    axes: Annotated[str | None, typer.Option(help="Comma-separated axes (default: all).")] = None,
+    severities: Annotated[str, typer.Option(help="Columns: severities in [0, 1].")] = "0,0.5,1",
+    seed: Annotated[int, typer.Option(help="Run seed.")] = 0,
+    size: Annotated[int, typer.Option(help="Image side [px].")] = 128,
+    camera: Annotated[str | None, typer.Option(help="Camera name.")] = None,
+    out: Annotated[Path, typer.Option(help="PNG path.")] = Path("preview.png"),
+) -> None:
+    """Render one PNG grid: rows = axes, columns = severities."""
+    from robogen.perturbations import AXES
+    from robogen.preview import write_preview
+
+    names = _csv(axes) or list(AXES.names())
+    sevs = _floats(severities, "--severities") or [0.0, 0.5, 1.0]
+    path = _guard(write_preview, out, env, names, sevs, seed=seed, size=size, camera=camera)
+    typer.echo(f"wrote {path}")
+
+
+@app.command("list")
+def list_cmd() -> None:
+    """List env ids, perturbation axes and policy schemes."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from robogen.envs import list_env_ids
+    from robogen.perturbations import AXES
+    from robogen.policies import POLICY_SCHEMES
+
+    c = Console()
+    t = Table(title="envs")
+    t.add_column("env id")
+    for e in list_env_ids():
+        t.add_row(e)
+    c.print(t)
+    t = Table(title="axes")
+    for col in ("axis", "kind", "description"):
+        t.add_column(col)
+    for name in AXES.names():
+        cls = AXES.get(name)
+        t.add_row(name, cls.kind, cls.description)
+    c.print(t)
+    t = Table(title="policy schemes")
+    t.add_column("scheme")
+    for s in POLICY_SCHEMES.names():
+        t.add_row(f"{s}:")
+    c.print(t)
+
+
+def main() -> None:
+    """Console-script entry point."""
+    try:
+        app()
+    except KeyboardInterrupt:
+        sys.stderr.write("interrupted; resume with: robogen eval --resume RUN_DIR\n")
+        sys.exit(130)
+
+
+if __name__ == "__main__":
+    main()

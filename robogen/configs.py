@@ -1,0 +1,149 @@
+"""Validated user configuration of an evaluation (CLI flags and/or a TOML spec).
+
+``EvalConfig`` is a pydantic model: a TOML file given with ``--spec`` and the
+command-line flags are merged (flags win) and validated before any work
+starts; every problem is reported with the field, the bad value and what was
+expected.
+
+Example ``eval.toml``::
+
+    env = "robogen/PickPlace-v0"
+    policy = "expert:pick_place"
+    axes = ["lighting", "texture", "physics"]
+    severities = [0.5, 1.0]
+    episodes = 50
+    seed = 0
+    backend = "ray"
+"""
+
+from __future__ import annotations
+
+import math
+import tomllib
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from robogen.errors import InvalidSpecError, UnknownNameError
+from robogen.types import SPLITS
+
+
+class EvalConfig(BaseModel):
+    """An evaluation request.
+
+    Attributes are documented by their ``Field`` descriptions (shown in ``--help``).
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    env: str = Field(description="Env id: robogen/<Task>-v<N> or gymnasium/<Id>.")
+    policy: str = Field(description="Policy URI: sb3:PATH.zip, expert:<task>, python:mod:factory, random.")
+    vecnormalize: str | None = Field(None, description="Path of SB3 VecNormalize statistics (.pkl).")
+    axes: list[str] | None = Field(None, description="Axes to evaluate; default: every registered axis.")
+    severities: list[float] = Field([0.5, 1.0], description="Severities in (0, 1].")
+    splits: list[str] = Field([], description="Extra held-out levels per axis: 'train' and/or 'test'.")
+    combined: bool = Field(True, description="Also run all axes combined at each severity.")
+    episodes: int = Field(50, description="Episodes per condition.", ge=1, le=100_000)
+    seed: int = Field(0, description="Run seed; every episode seed derives from it.", ge=0)
+    max_steps: int | None = Field(None, description="Step limit per episode; default: the env's.", ge=1)
+    batch_size: int = Field(8, description="Envs per worker stepped together (policy batch).", ge=1, le=1024)
+    obs_mode: Literal["state", "pixels", "state+pixels"] = Field("state", description="Observation mode.")
+    width: int = Field(84, description="Pixel observation width [px].", ge=8, le=2048)
+    height: int = Field(84, description="Pixel observation height [px].", ge=8, le=2048)
+    camera: str | None = Field(None, description="Observation camera name; default: the env's.")
+    backend: Literal["ray", "serial"] = Field("ray", description="Rollout backend.")
+    workers: int | None = Field(None, description="Ray workers; default: number of CPUs.", ge=1)
+    address: str | None = Field(None, description="Address of an existing Ray cluster.")
+    num_gpus_per_worker: float = Field(0.0, description="GPUs per Ray worker.", ge=0)
+    out: Path | None = Field(None, description="Run directory; default: runs/<env>-<policy>-<time>.")
+    videos: int = Field(2, description="Failed perturbed episodes per axis to film (0: none).", ge=0)
+    success_threshold: float | None = Field(None, description="Return threshold defining success.")
+    env_kwargs: dict[str, Any] = Field({}, description="Extra keyword arguments of the env.")
+
+    @field_validator("severities")
+    @classmethod
+    def _severities(cls, v: list[float]) -> list[float]:
+        if not v:
+            raise ValueError("give at least one severity, e.g. [0.5, 1.0]")
+        for s in v:
+            if not math.isfinite(s) or not 0.0 < s <= 1.0:
+                raise ValueError(f"severity must be in (0, 1], got {s!r}")
+        return sorted(set(v))
+
+    @field_validator("splits")
+    @classmethod
+    def _splits(cls, v: list[str]) -> list[str]:
+        for s in v:
+            if s not in SPLITS[1:]:
+                raise ValueError(f"split must be 'train' or 'test', got {s!r}")
+        return list(dict.fromkeys(v))
+
+    @field_validator("axes")
+    @classmethod
+    def _axes(cls, v: list[str] | None) -> list[str] | None:
+        if v is None:
+            return None
+        from robogen.perturbations import AXES
+
+        if not v:
+            raise ValueError("give at least one axis")
+        for a in v:
+            if a not in AXES:
+                raise ValueError(str(UnknownNameError("perturbation axis", a, AXES.names())))
+        if len(set(v)) != len(v):
+            raise ValueError(f"axes are repeated: {v!r}")
+        return v
+
+    @field_validator("env")
+    @classmethod
+    def _env(cls, v: str) -> str:
+        from robogen.envs import list_env_ids
+
+        ids = list_env_ids()
+        if v not in ids:
+            raise ValueError(str(UnknownNameError("env id", v, ids)))
+        return v
+
+    def resolved_axes(self) -> list[str]:
+        """The axes to run: the given ones or every registered axis."""
+        from robogen.perturbations import AXES
+
+        return list(self.axes) if self.axes is not None else list(AXES.names())
+
+
+def format_validation_error(e: ValidationError, source: str = "") -> str:
+    """A readable multi-line message from a pydantic error (field, value, problem)."""
+    lines = [f"invalid evaluation spec{f' in {source}' if source else ''}:"]
+    for err in e.errors():
+        loc = ".".join(str(x) for x in err["loc"]) or "(spec)"
+        msg = err["msg"].removeprefix("Value error, ")
+        inp = err.get("input")
+        shown = "" if isinstance(inp, dict) else f" (got {inp!r})"
+        if err["type"] == "extra_forbidden":
+            msg = "unknown field; see `robogen eval --help` for the fields"
+        lines.append(f"  {loc}: {msg}{shown}")
+    return "\n".join(lines)
+
+
+def load_eval_config(spec: Path | None = None, **overrides: Any) -> EvalConfig:
+    """Merge a TOML spec and flag overrides (None values ignored) and validate.
+
+    Raises:
+        InvalidSpecError: On an unreadable TOML file or any invalid field.
+    """
+    data: dict[str, Any] = {}
+    source = ""
+    if spec is not None:
+        source = str(spec)
+        try:
+            data = tomllib.loads(Path(spec).read_text())
+        except FileNotFoundError:
+            raise InvalidSpecError(f"spec file {source!r} does not exist") from None
+        except tomllib.TOMLDecodeError as e:
+            raise InvalidSpecError(f"spec file {source!r} is not valid TOML: {e}") from e
+    data.update({k: v for k, v in overrides.items() if v is not None})
+    try:
+        return EvalConfig(**data)
+    except ValidationError as e:
+        raise InvalidSpecError(format_validation_error(e, source)) from None

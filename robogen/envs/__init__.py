@@ -1,0 +1,86 @@
+"""Scenes and tasks: built-in MjSpec tabletop tasks and adapters for third-party MuJoCo envs.
+
+Env ids:
+    ``robogen/<Task>-v<N>``: built-in tasks registered with Gymnasium
+    (``gymnasium.make("robogen/PickPlace-v0")`` works after ``import robogen``).
+    ``gymnasium/<Id>``: Gymnasium's own MuJoCo env ``<Id>`` (e.g. ``Hopper-v5``)
+    wrapped by :mod:`robogen.envs.gym_adapter` so that the same axes act on it.
+
+Every env :func:`make` returns:
+    * has a :class:`~robogen.envs.base.MujocoScene` in its wrapper stack;
+    * puts ``info["success"]`` (bool) in every ``step`` info;
+    * truncates at ``max_steps`` (Gymnasium ``TimeLimit``);
+    * offers observation modes ``state`` (float32 vector), ``pixels``
+      (``(H, W, 3) uint8``) and ``state+pixels`` (dict with both).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import robogen._gl  # noqa: F401  (choose MUJOCO_GL before mujoco is imported)
+from robogen.envs.base import MujocoScene, PoseDof, SceneRoles, find_scene
+from robogen.errors import InvalidSpecError, UnknownNameError
+from robogen.types import RenderSettings
+
+GYMNASIUM_PREFIX = "gymnasium/"
+ROBOGEN_PREFIX = "robogen/"
+
+__all__ = ["MujocoScene", "PoseDof", "SceneRoles", "find_scene", "make", "list_env_ids"]
+
+
+def list_env_ids() -> tuple[str, ...]:
+    """All env ids robogen can evaluate: built-in tasks and adapted Gymnasium envs."""
+    from robogen.envs import gym_adapter, tabletop
+
+    return tuple(tabletop.TASK_IDS) + tuple(GYMNASIUM_PREFIX + i for i in gym_adapter.SUPPORTED)
+
+
+def make(
+    env_id: str,
+    *,
+    obs_mode: str = "state",
+    max_steps: int | None = None,
+    render: RenderSettings | None = None,
+    success_threshold: float | None = None,
+    **kwargs: Any,
+) -> Any:
+    """Create a perturbable env.
+
+    Args:
+        env_id: ``robogen/<Task>-v<N>`` or ``gymnasium/<Id>``.
+        obs_mode: ``state``, ``pixels`` or ``state+pixels``.
+        max_steps: Step limit (None: the env's registered default).
+        render: Pixel observation settings (size, camera); None: the env's default.
+        success_threshold: Return threshold that defines success, overriding the
+            env's own rule (for envs without a success flag).
+        **kwargs: Passed to the env constructor.
+
+    Returns:
+        A ``gymnasium.Env`` with a MujocoScene in its stack.
+
+    Raises:
+        UnknownNameError: On an unknown env id (lists close matches).
+        InvalidSpecError: On a bad observation mode or step limit.
+    """
+    from robogen.policies.base import OBS_MODES
+
+    if obs_mode not in OBS_MODES:
+        raise InvalidSpecError(f"obs_mode must be one of {OBS_MODES}, got {obs_mode!r}")
+    if max_steps is not None and (not isinstance(max_steps, int) or max_steps < 1):
+        raise InvalidSpecError(f"max_steps must be a positive integer, got {max_steps!r}")
+    if env_id.startswith(GYMNASIUM_PREFIX):
+        from robogen.envs import gym_adapter
+
+        return gym_adapter.make_adapted(
+            env_id[len(GYMNASIUM_PREFIX):], obs_mode=obs_mode, max_steps=max_steps,
+            render=render, success_threshold=success_threshold, **kwargs,
+        )
+    from robogen.envs import tabletop
+
+    if env_id not in tabletop.TASK_IDS:
+        raise UnknownNameError("env id", env_id, list_env_ids())
+    return tabletop.make_task(
+        env_id, obs_mode=obs_mode, max_steps=max_steps, render=render,
+        success_threshold=success_threshold, **kwargs,
+    )

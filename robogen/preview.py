@@ -1,0 +1,67 @@
+"""``robogen preview``: one PNG grid of what each axis does (rows = axes, columns = severities)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from robogen.perturbations.base import check_level
+from robogen.rollout.plan import episode_seed, perturbation_seed
+from robogen.types import AxisLevel
+
+
+def preview_images(
+    env_id: str,
+    axes: Sequence[str],
+    severities: Sequence[float],
+    *,
+    seed: int = 0,
+    size: int = 128,
+    camera: str | None = None,
+) -> np.ndarray:
+    """Render episode 0 of ``seed`` under each axis at each severity.
+
+    Returns:
+        ``(len(axes), len(severities), size, size, 3) uint8`` images.
+
+    Raises:
+        UnknownNameError: On an unknown env id or axis.
+        InvalidPerturbationError: On a severity outside [0, 1].
+    """
+    from robogen.envs import find_scene, make
+    from robogen.perturbations import make_axis
+    from robogen.perturbations.wrapper import PerturbedEnv
+
+    for a in axes:
+        make_axis(a)
+    for s in severities:
+        check_level(s, "all")
+    env = PerturbedEnv(make(env_id))
+    scene = find_scene(env)
+    grid = np.zeros((len(axes), len(severities), size, size, 3), np.uint8)
+    try:
+        for r, axis in enumerate(axes):
+            for c, sev in enumerate(severities):
+                env.set_levels((AxisLevel(axis, float(sev)),))
+                env.reset(seed=episode_seed(seed, 0),
+                          options={"perturbation_seed": perturbation_seed(seed, 0)})
+                grid[r, c] = scene.render_frame(camera, size, size)
+    finally:
+        env.close()
+    return grid
+
+
+def write_preview(
+    path: Path, env_id: str, axes: Sequence[str], severities: Sequence[float], *,
+    seed: int = 0, size: int = 128, camera: str | None = None,
+) -> Path:
+    """Render the grid and save it as a labelled PNG at ``path``."""
+    from robogen.reports.video import write_grid_png
+
+    images = preview_images(env_id, axes, severities, seed=seed, size=size, camera=camera)
+    return write_grid_png(
+        Path(path), images, row_labels=list(axes),
+        col_labels=[f"severity {s:g}" for s in severities],
+    )

@@ -1,0 +1,393 @@
+"""Build a :class:`Report` from episode results and the evaluation manifest.
+
+The report is computed from ``Sequence[EpisodeResult]`` and the
+:class:`~robogen.types.EvalManifest` only; it is a frozen record that
+serializes to a versioned JSON dict (:meth:`Report.to_dict`) and back.
+
+Pairing: a perturbed episode is compared with the nominal episode of the same
+``episode_index`` (same initial state, common random numbers); only indices
+present in both conditions count towards a gap.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import UTC, datetime
+
+import numpy as np
+
+from robogen.errors import RunDirError
+from robogen.reports.records import (
+    REPORT_SCHEMA_VERSION,
+    STATUS_NO_DATA,
+    STATUS_NOT_APPLIED,
+    STATUS_NOT_OBSERVED,
+    STATUS_OK,
+    AxisGap,
+    ConditionStats,
+    FailurePair,
+    InteractionStats,
+    Report,
+    SeverityCurve,
+)
+from robogen.reports.stats import DEFAULT_N_BOOT, interaction, paired_gap, wilson_interval
+from robogen.types import CAUSES, COMBINED, NOMINAL, Condition, EpisodeResult, EvalManifest
+
+
+def build_report(
+    results: Sequence[EpisodeResult],
+    manifest: EvalManifest,
+    *,
+    policy_obs_mode: str | None = None,
+    axis_kinds: Mapping[str, str] | None = None,
+    confidence: float = 0.95,
+    n_boot: int = DEFAULT_N_BOOT,
+    bootstrap_seed: int | None = None,
+    created: str | None = None,
+) -> Report:
+    """Summarize episode results into a :class:`Report`.
+
+    Args:
+        results: Episode results of one evaluation (any order; conditions may
+            be incomplete while a run is in progress).
+        manifest: The evaluation's manifest; its conditions define the report's.
+        policy_obs_mode: Observation the policy consumes; None takes
+            ``manifest.obs_mode``. With ``"state"``, visual axes are flagged
+            ``not observed by this policy`` (their gap is still computed).
+        axis_kinds: Axis name -> kind (``visual``, ``physical``,
+            ``structural``); None means unknown (no axis is flagged as not observed).
+        confidence: Two-sided confidence level of all intervals.
+        n_boot: Bootstrap resamples per interval.
+        bootstrap_seed: Resampling seed; None uses ``manifest.seed``.
+        created: Creation timestamp to record; None uses the current UTC time.
+
+    Returns:
+        The report.
+
+    Raises:
+        RunDirError: If a result names a condition or env the manifest lacks,
+            an (condition, episode_index) pair occurs twice, or the manifest
+            has no nominal condition.
+    """
+    obs_mode = manifest.obs_mode if policy_obs_mode is None else policy_obs_mode
+    kinds = dict(axis_kinds or {})
+    seed = manifest.seed if bootstrap_seed is None else int(bootstrap_seed)
+    by_cond = _group(results, manifest)
+    nominal = _nominal_condition(manifest)
+    nom_success = {r.episode_index: r.success for r in by_cond[nominal.name]}
+
+    conditions = tuple(
+        _condition_stats(c, by_cond[c.name], confidence) for c in manifest.conditions
+    )
+    singles: list[AxisGap] = []
+    multis: list[AxisGap] = []
+    for c in manifest.conditions:
+        if c.name == nominal.name or not c.levels:
+            continue
+        gap = _axis_gap(
+            c, by_cond[c.name], nom_success, manifest, obs_mode, kinds, confidence, n_boot, seed
+        )
+        (singles if len(c.levels) == 1 else multis).append(gap)
+
+    order = _difficulty_order(singles, manifest.axes)
+    rank = {a: i for i, a in enumerate(order)}
+    singles.sort(key=lambda g: (rank.get(g.axis, len(rank)), g.severity, g.split, g.condition))
+    interactions = _interactions(manifest, by_cond, nom_success, confidence, n_boot, seed)
+    curves = _severity_curves(manifest, conditions, singles, multis)
+    return Report(
+        schema_version=REPORT_SCHEMA_VERSION,
+        manifest=manifest,
+        policy_obs_mode=obs_mode,
+        conditions=conditions,
+        gaps=tuple(singles),
+        combined_gaps=tuple(multis),
+        interactions=interactions,
+        severity_curves=curves,
+        difficulty_order=order,
+        confidence=confidence,
+        n_boot=n_boot,
+        bootstrap_seed=seed,
+        created=created or datetime.now(UTC).isoformat(timespec="seconds"),
+    )
+
+
+def failure_pairs(
+    results: Sequence[EpisodeResult], *, per_condition: int = 1
+) -> tuple[FailurePair, ...]:
+    """Failed perturbed episodes worth a side-by-side video with their nominal episode.
+
+    Per perturbed condition, episodes whose nominal twin succeeded (the
+    discordant pairs that make up the gap) come first, then other failures,
+    each in episode-index order.
+
+    Args:
+        results: Episode results of one evaluation.
+        per_condition: Pairs to pick per perturbed condition, >= 0.
+
+    Returns:
+        The chosen pairs, grouped by condition in first-seen order.
+    """
+    nominal = {r.episode_index: r for r in results if not r.axes}
+    by_cond: dict[str, list[EpisodeResult]] = {}
+    for r in results:
+        if r.axes and not r.success and r.episode_index in nominal:
+            by_cond.setdefault(r.condition, []).append(r)
+    out: list[FailurePair] = []
+    for name, rs in by_cond.items():
+        rs.sort(key=lambda r: (not nominal[r.episode_index].success, r.episode_index))
+        for r in rs[:per_condition]:
+            out.append(
+                FailurePair(
+                    name, r.episode_index, r.seed, str(r.cause), nominal[r.episode_index].success
+                )
+            )
+    return tuple(out)
+
+
+# ---------------------------------------------------------------------------- internals
+
+
+def _group(
+    results: Iterable[EpisodeResult], manifest: EvalManifest
+) -> dict[str, list[EpisodeResult]]:
+    by_cond: dict[str, list[EpisodeResult]] = {c.name: [] for c in manifest.conditions}
+    seen: set[tuple[str, int]] = set()
+    for r in results:
+        if r.condition not in by_cond:
+            raise RunDirError(
+                f"result of episode {r.episode_index} names condition {r.condition!r}, which the "
+                f"manifest does not list (have {list(by_cond)}); were results of another "
+                "evaluation mixed into this run dir?"
+            )
+        if r.env_id != manifest.env_id:
+            raise RunDirError(
+                f"result of condition {r.condition!r} episode {r.episode_index} is for env "
+                f"{r.env_id!r}, but the manifest is for {manifest.env_id!r}"
+            )
+        key = (r.condition, r.episode_index)
+        if key in seen:
+            raise RunDirError(
+                f"episode {r.episode_index} of condition {r.condition!r} occurs twice in the "
+                "results; a run dir must hold each episode once"
+            )
+        seen.add(key)
+        by_cond[r.condition].append(r)
+    for rs in by_cond.values():
+        rs.sort(key=lambda r: r.episode_index)
+    return by_cond
+
+
+def _nominal_condition(manifest: EvalManifest) -> Condition:
+    named = [c for c in manifest.conditions if c.name == NOMINAL]
+    if named:
+        return named[0]
+    for c in manifest.conditions:
+        if c.is_nominal:
+            return c
+    raise RunDirError(
+        f"the manifest lists no nominal condition (conditions: "
+        f"{[c.name for c in manifest.conditions]}); gaps need one to compare against"
+    )
+
+
+def _condition_stats(
+    c: Condition, rs: Sequence[EpisodeResult], confidence: float
+) -> ConditionStats:
+    n = len(rs)
+    k = sum(r.success for r in rs)
+    low, high = wilson_interval(k, n, confidence)
+    returns = np.array([r.episode_return for r in rs], dtype=np.float64)
+    finite = returns[np.isfinite(returns)]
+    counts = Counter(r.cause for r in rs if not r.success)
+    causes = {cause: counts[cause] for cause in CAUSES if counts[cause]}
+    n_applied = sum(all(a in r.changed_axes for a in c.axes) for r in rs)
+    return ConditionStats(
+        condition=c.name,
+        axes=c.axes,
+        severity=c.severity,
+        split=c.split,
+        n=n,
+        successes=int(k),
+        success_rate=k / n if n else math.nan,
+        ci_low=low,
+        ci_high=high,
+        mean_return=float(finite.mean()) if finite.size else math.nan,
+        std_return=float(finite.std(ddof=1)) if finite.size > 1 else math.nan,
+        mean_length=float(np.mean([r.length_steps for r in rs])) if n else math.nan,
+        causes=causes,
+        n_applied=int(n_applied),
+    )
+
+
+def _gap_label(c: Condition, manifest: EvalManifest) -> str:
+    if len(c.levels) == 1:
+        return c.axes[0]
+    if set(c.axes) == set(manifest.axes) or c.name.startswith(COMBINED):
+        return COMBINED
+    return "+".join(c.axes)
+
+
+def _status(
+    c: Condition,
+    rs: Sequence[EpisodeResult],
+    obs_mode: str,
+    kinds: Mapping[str, str],
+    env_id: str,
+) -> tuple[str, str]:
+    n = len(rs)
+    if n == 0:
+        return STATUS_NO_DATA, "no episodes of this condition recorded yet"
+    applied = {a: sum(a in r.changed_axes for r in rs) for a in c.axes}
+    if all(k == 0 for k in applied.values()):
+        what = f"the {c.axes[0]} axis" if len(c.axes) == 1 else "none of its axes"
+        return STATUS_NOT_APPLIED, (
+            f"{what} changed anything in {n} episodes on {env_id} "
+            "(no scene element it acts on, or no effect)"
+        )
+    notes = []
+    never = [a for a, k in applied.items() if k == 0]
+    if never:
+        notes.append(f"not applied: {', '.join(never)}")
+    partial = [f"{a} {k}/{n}" for a, k in applied.items() if 0 < k < n]
+    if partial:
+        notes.append(f"applied in only some episodes: {', '.join(partial)}")
+    if obs_mode == "state":
+        visual = [a for a in c.axes if kinds.get(a) == "visual" and applied[a]]
+        active = [a for a in c.axes if applied[a]]
+        if visual and len(visual) == len(active):
+            notes.insert(
+                0,
+                f"visual axis on a policy that observes {obs_mode!r} only; "
+                "any gap comes from a changed state, not the image",
+            )
+            return STATUS_NOT_OBSERVED, "; ".join(notes)
+        if visual:
+            notes.append(f"not observed by this policy: {', '.join(visual)}")
+    return STATUS_OK, "; ".join(notes)
+
+
+def _axis_gap(
+    c: Condition,
+    rs: Sequence[EpisodeResult],
+    nom_success: Mapping[int, bool],
+    manifest: EvalManifest,
+    obs_mode: str,
+    kinds: Mapping[str, str],
+    confidence: float,
+    n_boot: int,
+    seed: int,
+) -> AxisGap:
+    status, note = _status(c, rs, obs_mode, kinds, manifest.env_id)
+    paired = [
+        (nom_success[r.episode_index], r.success) for r in rs if r.episode_index in nom_success
+    ]
+    arr = np.array(paired, dtype=bool).reshape(-1, 2)
+    pg = paired_gap(arr[:, 0], arr[:, 1], n_boot=n_boot, confidence=confidence, seed=seed)
+    if pg.n == 0 and status not in (STATUS_NOT_APPLIED, STATUS_NO_DATA):
+        status, note = STATUS_NO_DATA, "no episode index is shared with the nominal condition yet"
+    hide = status in (STATUS_NOT_APPLIED, STATUS_NO_DATA)
+    nan = math.nan
+    return AxisGap(
+        condition=c.name,
+        axis=_gap_label(c, manifest),
+        axes=c.axes,
+        severity=c.severity,
+        split=c.split,
+        gap=nan if hide else pg.gap,
+        ci_low=nan if hide else pg.ci_low,
+        ci_high=nan if hide else pg.ci_high,
+        n_pairs=pg.n,
+        n10=pg.n10,
+        n01=pg.n01,
+        nominal_rate=pg.nominal_rate,
+        perturbed_rate=pg.perturbed_rate,
+        relative_drop=nan if hide else pg.relative_drop,
+        status=status,
+        note=note,
+    )
+
+
+def _difficulty_order(gaps: Sequence[AxisGap], axes: Sequence[str]) -> tuple[str, ...]:
+    best: dict[str, tuple[float, int, float]] = {}
+    for g in gaps:
+        if not math.isfinite(g.gap):
+            continue
+        key = (g.severity, int(g.split == "all"))
+        if g.axis not in best or key > best[g.axis][:2]:
+            best[g.axis] = (*key, g.gap)
+    position = {a: i for i, a in enumerate(axes)}
+    return tuple(sorted(best, key=lambda a: (-best[a][2], position.get(a, len(position)), a)))
+
+
+def _interactions(
+    manifest: EvalManifest,
+    by_cond: Mapping[str, Sequence[EpisodeResult]],
+    nom_success: Mapping[int, bool],
+    confidence: float,
+    n_boot: int,
+    seed: int,
+) -> tuple[InteractionStats, ...]:
+    single_by_level = {c.levels[0]: c.name for c in manifest.conditions if len(c.levels) == 1}
+    out = []
+    for c in manifest.conditions:
+        if len(c.levels) < 2 or not all(lv in single_by_level for lv in c.levels):
+            continue
+        names = [single_by_level[lv] for lv in c.levels]
+        maps = [{r.episode_index: r.success for r in by_cond[nm]} for nm in names]
+        comb = {r.episode_index: r.success for r in by_cond[c.name]}
+        common = sorted(set(nom_success).intersection(comb, *maps))
+        it = interaction(
+            np.array([nom_success[i] for i in common], dtype=bool),
+            [np.array([m[i] for i in common], dtype=bool) for m in maps],
+            np.array([comb[i] for i in common], dtype=bool),
+            n_boot=n_boot,
+            confidence=confidence,
+            seed=seed,
+        )
+        out.append(
+            InteractionStats(
+                condition=c.name,
+                axes=c.axes,
+                severity=c.severity,
+                split=c.split,
+                interaction=it.interaction,
+                ci_low=it.ci_low,
+                ci_high=it.ci_high,
+                combined_gap=it.combined_gap,
+                single_gaps=it.single_gaps,
+                n=it.n,
+            )
+        )
+    return tuple(out)
+
+
+def _severity_curves(
+    manifest: EvalManifest,
+    stats: Sequence[ConditionStats],
+    singles: Sequence[AxisGap],
+    multis: Sequence[AxisGap],
+) -> tuple[SeverityCurve, ...]:
+    by_name = {s.condition: s for s in stats}
+    nominal = by_name[_nominal_condition(manifest).name]
+    curves = []
+    groups: dict[str, list[AxisGap]] = {}
+    for g in (*singles, *multis):
+        if g.split == "all":
+            groups.setdefault(g.axis, []).append(g)
+    for axis, gs in groups.items():
+        gs = sorted(gs, key=lambda g: g.severity)
+        pts = [nominal, *(by_name[g.condition] for g in gs)]
+        curves.append(
+            SeverityCurve(
+                axis=axis,
+                severities=(0.0, *(g.severity for g in gs)),
+                success_rates=tuple(p.success_rate for p in pts),
+                ci_lows=tuple(p.ci_low for p in pts),
+                ci_highs=tuple(p.ci_high for p in pts),
+                ns=tuple(p.n for p in pts),
+                status=gs[-1].status,
+            )
+        )
+    return tuple(curves)

@@ -1,0 +1,326 @@
+"""Frozen records of a report and their JSON (de)serialization.
+
+:class:`Report` and its parts serialize with :meth:`Report.to_dict` to strict
+JSON (non-finite floats become ``null``) and back with :meth:`Report.from_dict`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from robogen.errors import RunDirError
+from robogen.types import EvalManifest
+
+REPORT_SCHEMA_VERSION = 1
+"""Version of the ``report.json`` layout; bumped on any change of field meaning."""
+
+STATUS_OK = "ok"
+STATUS_NOT_APPLIED = "not applied"
+STATUS_NOT_OBSERVED = "not observed by this policy"
+STATUS_NO_DATA = "no data"
+STATUSES = (STATUS_OK, STATUS_NOT_APPLIED, STATUS_NOT_OBSERVED, STATUS_NO_DATA)
+"""Gap statuses: ``ok``; ``not applied`` (the axis changed nothing, gap hidden);
+``not observed by this policy`` (a visual axis on a state-only policy, gap shown
+but flagged); ``no data`` (no paired episodes yet, gap hidden)."""
+
+SCHEMA_MISMATCH = (
+    "report schema version {got!r} is not the supported version {want}; "
+    "rebuild it from the run dir with: robogen report RUN_DIR"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class ConditionStats:
+    """Outcome summary of one condition.
+
+    Attributes:
+        condition: Condition name.
+        axes: Axes perturbed (empty for nominal).
+        severity: Largest severity of the condition, in [0, 1].
+        split: Value set (``all``, ``train``, ``test`` or ``mixed``).
+        n: Episodes recorded.
+        successes: Successful episodes. ``policy_error`` and ``sim_unstable``
+            episodes are failures and are counted in ``causes``.
+        success_rate: ``successes / n``; NaN when n is 0.
+        ci_low: Lower Wilson bound of the success rate.
+        ci_high: Upper Wilson bound of the success rate.
+        mean_return: Mean episode return over finite returns [-].
+        std_return: Sample standard deviation (ddof=1) of finite returns; NaN below 2.
+        mean_length: Mean episode length [steps].
+        causes: Failure cause -> episode count (only causes that occurred).
+        n_applied: Episodes in which every axis of the condition changed the
+            scene or state (``n`` for the nominal condition).
+    """
+
+    condition: str
+    axes: tuple[str, ...]
+    severity: float
+    split: str
+    n: int
+    successes: int
+    success_rate: float
+    ci_low: float
+    ci_high: float
+    mean_return: float
+    std_return: float
+    mean_length: float
+    causes: dict[str, int]
+    n_applied: int
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> ConditionStats:
+        return cls(**_decode(cls, d))
+
+
+@dataclass(frozen=True, slots=True)
+class AxisGap:
+    """Paired gap of one perturbed condition against nominal.
+
+    Attributes:
+        condition: Name of the perturbed condition.
+        axis: The axis, or ``combined`` / ``a+b`` for a multi-axis condition.
+        axes: All axes of the condition.
+        severity: Largest severity of the condition.
+        split: Value set of the condition.
+        gap: Nominal minus perturbed success on the paired episodes; NaN when
+            ``status`` is ``not applied`` or ``no data``.
+        ci_low: Lower bootstrap bound of ``gap`` (NaN like ``gap``).
+        ci_high: Upper bootstrap bound of ``gap`` (NaN like ``gap``).
+        n_pairs: Episode indices present in both conditions.
+        n10: Pairs with nominal success and perturbed failure.
+        n01: Pairs with nominal failure and perturbed success.
+        nominal_rate: Nominal success over the pairs.
+        perturbed_rate: Perturbed success over the pairs.
+        relative_drop: ``gap / nominal_rate`` (NaN if that is 0 or gap is NaN).
+        status: One of :data:`STATUSES`.
+        note: Why the status is not ``ok``, or partial application; else "".
+    """
+
+    condition: str
+    axis: str
+    axes: tuple[str, ...]
+    severity: float
+    split: str
+    gap: float
+    ci_low: float
+    ci_high: float
+    n_pairs: int
+    n10: int
+    n01: int
+    nominal_rate: float
+    perturbed_rate: float
+    relative_drop: float
+    status: str
+    note: str
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> AxisGap:
+        return cls(**_decode(cls, d))
+
+
+@dataclass(frozen=True, slots=True)
+class InteractionStats:
+    """Combined-condition gap against the sum of its single-axis gaps.
+
+    Attributes:
+        condition: Name of the multi-axis condition.
+        axes: Its axes, in the order of ``single_gaps``.
+        severity: Largest severity of the condition.
+        split: Value set of the condition.
+        interaction: ``combined_gap - sum(single_gaps)``; > 0 the axes compound.
+        ci_low: Lower bootstrap bound (episodes resampled jointly).
+        ci_high: Upper bootstrap bound.
+        combined_gap: Gap of the combined condition on the common episodes.
+        single_gaps: Gap of each axis alone at the same level, on the same episodes.
+        n: Episodes present in nominal, combined and every single condition.
+    """
+
+    condition: str
+    axes: tuple[str, ...]
+    severity: float
+    split: str
+    interaction: float
+    ci_low: float
+    ci_high: float
+    combined_gap: float
+    single_gaps: tuple[float, ...]
+    n: int
+
+    @property
+    def sum_single_gaps(self) -> float:
+        return float(sum(self.single_gaps))
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> InteractionStats:
+        return cls(**_decode(cls, d))
+
+
+@dataclass(frozen=True, slots=True)
+class SeverityCurve:
+    """Success against severity for one axis (``split == "all"`` conditions plus nominal at 0).
+
+    Attributes:
+        axis: Axis name, or ``combined``.
+        severities: Severities in increasing order, starting at 0 (nominal).
+        success_rates: Success rate at each severity.
+        ci_lows: Lower Wilson bounds.
+        ci_highs: Upper Wilson bounds.
+        ns: Episodes at each severity.
+        status: Status of the axis's gap at its highest severity.
+    """
+
+    axis: str
+    severities: tuple[float, ...]
+    success_rates: tuple[float, ...]
+    ci_lows: tuple[float, ...]
+    ci_highs: tuple[float, ...]
+    ns: tuple[int, ...]
+    status: str
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> SeverityCurve:
+        return cls(**_decode(cls, d))
+
+
+@dataclass(frozen=True, slots=True)
+class Report:
+    """Everything a report shows; serialized as ``report.json``.
+
+    Attributes:
+        schema_version: :data:`REPORT_SCHEMA_VERSION` at build time.
+        manifest: The evaluation manifest.
+        policy_obs_mode: Observation the policy consumed (``state``, ``pixels``, ...).
+        conditions: Per-condition stats, in manifest order (nominal first).
+        gaps: Single-axis gaps, hardest axis first, then by severity and split;
+            axes without a gap (not applied, no data) last.
+        combined_gaps: Gaps of multi-axis conditions (the all-axes ``combined`` ones).
+        interactions: Multi-axis conditions against the sum of their single gaps.
+        severity_curves: Success against severity per axis.
+        difficulty_order: Axes by gap at their highest severity, hardest first;
+            axes without a gap are left out.
+        confidence: Two-sided confidence level of every interval.
+        n_boot: Bootstrap resamples per interval.
+        bootstrap_seed: Seed of the bootstrap resampling.
+        created: ISO 8601 UTC time the report was built.
+    """
+
+    schema_version: int
+    manifest: EvalManifest
+    policy_obs_mode: str
+    conditions: tuple[ConditionStats, ...]
+    gaps: tuple[AxisGap, ...]
+    combined_gaps: tuple[AxisGap, ...]
+    interactions: tuple[InteractionStats, ...]
+    severity_curves: tuple[SeverityCurve, ...]
+    difficulty_order: tuple[str, ...]
+    confidence: float
+    n_boot: int
+    bootstrap_seed: int
+    created: str
+
+    def condition(self, name: str) -> ConditionStats:
+        """Stats of the condition called ``name`` (KeyError if absent)."""
+        for c in self.conditions:
+            if c.condition == name:
+                return c
+        raise KeyError(f"no condition {name!r}; have {[c.condition for c in self.conditions]}")
+
+    def gap(self, condition: str) -> AxisGap:
+        """Gap of the (single- or multi-axis) condition called ``condition``."""
+        for g in (*self.gaps, *self.combined_gaps):
+            if g.condition == condition:
+                return g
+        raise KeyError(f"no gap for condition {condition!r}")
+
+    def to_dict(self) -> dict[str, Any]:
+        """Strict-JSON dict (non-finite floats become ``null``)."""
+        return _jsonable(dataclasses.asdict(self))
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> Report:
+        """Inverse of :meth:`to_dict`.
+
+        Raises:
+            RunDirError: If ``schema_version`` is not :data:`REPORT_SCHEMA_VERSION`.
+        """
+        if d.get("schema_version") != REPORT_SCHEMA_VERSION:
+            raise RunDirError(
+                SCHEMA_MISMATCH.format(got=d.get("schema_version"), want=REPORT_SCHEMA_VERSION)
+            )
+        return cls(
+            schema_version=int(d["schema_version"]),
+            manifest=EvalManifest.from_dict(d["manifest"]),
+            policy_obs_mode=str(d["policy_obs_mode"]),
+            conditions=tuple(ConditionStats.from_dict(x) for x in d["conditions"]),
+            gaps=tuple(AxisGap.from_dict(x) for x in d["gaps"]),
+            combined_gaps=tuple(AxisGap.from_dict(x) for x in d["combined_gaps"]),
+            interactions=tuple(InteractionStats.from_dict(x) for x in d["interactions"]),
+            severity_curves=tuple(SeverityCurve.from_dict(x) for x in d["severity_curves"]),
+            difficulty_order=tuple(str(a) for a in d["difficulty_order"]),
+            confidence=float(d["confidence"]),
+            n_boot=int(d["n_boot"]),
+            bootstrap_seed=int(d["bootstrap_seed"]),
+            created=str(d["created"]),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class FailurePair:
+    """A failed perturbed episode and the nominal episode of the same index, for a video.
+
+    Attributes:
+        condition: Perturbed condition name.
+        episode_index: Shared episode index.
+        seed: Reset seed of the episode.
+        cause: Failure cause of the perturbed episode.
+        nominal_success: Whether the nominal episode of that index succeeded.
+    """
+
+    condition: str
+    episode_index: int
+    seed: int
+    cause: str
+    nominal_success: bool
+
+
+def _jsonable(x: Any) -> Any:
+    if isinstance(x, float):
+        return x if math.isfinite(x) else None
+    if isinstance(x, dict):
+        return {str(k): _jsonable(v) for k, v in x.items()}
+    if isinstance(x, list | tuple):
+        return [_jsonable(v) for v in x]
+    if isinstance(x, np.generic):
+        return _jsonable(x.item())
+    return x
+
+
+def _decode(cls: type, d: Mapping[str, Any]) -> dict[str, Any]:
+    """Field values of ``cls`` from a JSON dict: ``null`` floats -> NaN, lists -> tuples."""
+    out: dict[str, Any] = {}
+    for f in dataclasses.fields(cls):
+        v = d[f.name]
+        t = str(f.type)
+        if t == "float":
+            out[f.name] = math.nan if v is None else float(v)
+        elif t == "int":
+            out[f.name] = int(v)
+        elif t == "str":
+            out[f.name] = str(v)
+        elif t.startswith("tuple[float"):
+            out[f.name] = tuple(math.nan if x is None else float(x) for x in v)
+        elif t.startswith("tuple[int"):
+            out[f.name] = tuple(int(x) for x in v)
+        elif t.startswith("tuple[str"):
+            out[f.name] = tuple(str(x) for x in v)
+        elif t.startswith("dict[str, int]"):
+            out[f.name] = {str(k): int(x) for k, x in v.items()}
+        else:  # pragma: no cover - every field type above is handled
+            raise TypeError(f"cannot decode field {f.name!r} of type {t}")
+    return out

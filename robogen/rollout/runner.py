@@ -1,0 +1,256 @@
+"""Evaluate a policy across axes: plan, run on a backend, store, report.
+
+``evaluate(config)`` is the main job behind ``robogen eval``; ``resume(run_dir)``
+finishes a killed run; ``rebuild_report(run_dir)`` rewrites the report from the
+stored episodes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from robogen.configs import EvalConfig
+from robogen.errors import InvalidSpecError, RunDirError
+from robogen.rollout.plan import build_conditions, make_units
+from robogen.rollout.store import ResultStore
+from robogen.types import EpisodeResult, EvalManifest, RenderSettings, WorkUnit, to_dict
+
+MANIFEST_SCHEMA_VERSION = 1
+
+ProgressFn = Callable[[int, int], None]
+
+
+@dataclass(frozen=True, slots=True)
+class EvalOutcome:
+    """What an evaluation produced.
+
+    Attributes:
+        run_dir: The run directory.
+        n_episodes: Episodes stored.
+        files: Report files by kind (``json``, ``md``, ``html``, plots, videos).
+    """
+
+    run_dir: Path
+    n_episodes: int
+    files: dict[str, Path]
+
+
+def _versions() -> dict[str, str]:
+    from importlib.metadata import PackageNotFoundError, version
+
+    out = {}
+    for pkg in ("robogen", "mujoco", "gymnasium", "stable-baselines3", "torch", "numpy", "ray"):
+        try:
+            out[pkg] = version(pkg)
+        except PackageNotFoundError:
+            out[pkg] = "not installed"
+    return out
+
+
+def spec_hash(manifest: EvalManifest) -> str:
+    """SHA-256 of the canonical JSON of everything that determines the episodes."""
+    d = to_dict(manifest)
+    for k in ("versions", "spec_hash", "render"):
+        d.pop(k, None)
+    d["render"] = {k: v for k, v in to_dict(manifest.render).items() if k != "mujoco_gl"}
+    return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()
+
+
+def _resolve_policy_uri(uri: str) -> str:
+    """Make a checkpoint path absolute so a resumed run finds it from any directory."""
+    from robogen.policies.base import split_uri
+
+    scheme, rest = split_uri(uri)
+    if scheme == "sb3" and rest and Path(rest).exists():
+        return f"sb3:{Path(rest).resolve()}"
+    return uri
+
+
+def _default_out(cfg: EvalConfig) -> Path:
+    slug = re.sub(r"[^A-Za-z0-9]+", "-", f"{cfg.env}-{cfg.policy.split('/')[-1]}").strip("-")
+    return Path("runs") / f"{slug}-{time.strftime('%Y%m%d-%H%M%S')}"
+
+
+def build_manifest(cfg: EvalConfig, env: Any, policy: Any) -> EvalManifest:
+    """The manifest of ``cfg`` given the env and policy it will use (for spaces and render)."""
+    from robogen.envs.base import find_scene
+
+    scene = find_scene(env)
+    axes = cfg.resolved_axes()
+    render = getattr(scene, "render_settings", None) or RenderSettings()
+    render = replace(
+        render, width=cfg.width, height=cfg.height,
+        camera=cfg.camera or render.camera or (scene.roles.cameras[0] if scene.roles.cameras else ""),
+        mujoco_gl=os.environ.get("MUJOCO_GL", ""),
+    )
+    max_steps = cfg.max_steps or int(getattr(env.spec, "max_episode_steps", None) or 1000)
+    policy_obs = "state" if callable(getattr(policy, "attach", None)) else cfg.obs_mode
+    m = EvalManifest(
+        schema_version=MANIFEST_SCHEMA_VERSION, env_id=cfg.env,
+        policy=_resolve_policy_uri(cfg.policy),
+        vecnormalize=str(Path(cfg.vecnormalize).resolve()) if cfg.vecnormalize else None,
+        obs_mode=cfg.obs_mode, axes=tuple(axes), severities=tuple(cfg.severities),
+        splits=tuple(cfg.splits), combined=cfg.combined and len(axes) >= 2,
+        n_episodes=cfg.episodes, seed=cfg.seed, max_steps=max_steps,
+        batch_size=min(cfg.batch_size, cfg.episodes), success_threshold=cfg.success_threshold,
+        conditions=build_conditions(axes, cfg.severities, cfg.splits, cfg.combined),
+        render=render, versions=_versions(), env_kwargs=dict(cfg.env_kwargs),
+        policy_obs_mode=policy_obs,
+    )
+    return replace(m, spec_hash=spec_hash(m))
+
+
+def plan_units(manifest: EvalManifest) -> tuple[WorkUnit, ...]:
+    """All work units of a manifest (deterministic)."""
+    return make_units(manifest.conditions, manifest.n_episodes, manifest.batch_size)
+
+
+def _preflight(cfg: EvalConfig) -> tuple[EvalManifest, Any]:
+    """Create one env and load the policy: every setup error surfaces here, before any rollout."""
+    from robogen.envs import make
+    from robogen.perturbations.wrapper import PerturbedEnv
+    from robogen.policies import load_policy
+    from robogen.rollout.worker import EpisodeWorker, policy_context
+
+    render = RenderSettings(width=cfg.width, height=cfg.height, camera=cfg.camera or "")
+    env = PerturbedEnv(
+        make(cfg.env, obs_mode=cfg.obs_mode, max_steps=cfg.max_steps,
+             render=render if cfg.obs_mode != "state" else None,
+             success_threshold=cfg.success_threshold, **cfg.env_kwargs)
+    )
+    ctx = policy_context(
+        cfg.env, cfg.obs_mode, cfg.vecnormalize, env,
+        "cuda" if cfg.num_gpus_per_worker > 0 else "cpu",
+    )
+    policy = load_policy(cfg.policy, ctx)
+    manifest = build_manifest(cfg, env, policy)
+    env.close()
+    worker = EpisodeWorker(manifest) if cfg.backend == "serial" else None
+    return manifest, worker
+
+
+def _run(
+    store: ResultStore,
+    cfg_backend: str,
+    workers: int | None,
+    address: str | None,
+    num_gpus: float,
+    progress: ProgressFn | None,
+    worker: Any = None,
+) -> None:
+    manifest = store.manifest
+    units = plan_units(manifest)
+    done = store.done_units()
+    todo = [u for u in units if u.unit_id not in done]
+    total = manifest.n_episodes * len(manifest.conditions)
+    count = sum(len(u.episode_indices) for u in units if u.unit_id in done)
+    if progress:
+        progress(count, total)
+
+    def on_unit(unit: WorkUnit, results: list[EpisodeResult]) -> None:
+        nonlocal count
+        store.write_unit(unit.unit_id, results)
+        count += len(results)
+        if progress:
+            progress(count, total)
+
+    if cfg_backend == "serial":
+        if worker is None:
+            from robogen.rollout.worker import EpisodeWorker
+
+            worker = EpisodeWorker(manifest)
+        try:
+            for unit in todo:
+                on_unit(unit, worker.run_unit(unit))
+        finally:
+            worker.close()
+    else:
+        from robogen.rollout.ray_backend import run_units_ray
+
+        run_units_ray(
+            manifest, todo, on_unit, num_workers=workers or (os.cpu_count() or 1),
+            address=address, num_gpus_per_worker=num_gpus,
+        )
+
+
+def evaluate(cfg: EvalConfig, *, progress: ProgressFn | None = None) -> EvalOutcome:
+    """Run the evaluation ``cfg`` describes and write its report.
+
+    Raises:
+        InvalidSpecError, SpaceMismatchError, CheckpointError, UnknownNameError,
+        RunDirError: On bad input, before any episode runs or any file is written.
+    """
+    out = Path(cfg.out) if cfg.out else _default_out(cfg)
+    if out.exists() and any(out.iterdir()):
+        ResultStore.create(out, None)  # type: ignore[arg-type]  # raises the RunDirError
+    manifest, worker = _preflight(cfg)
+    store = ResultStore.create(out, manifest)
+    (store.run_dir / "eval_config.json").write_text(cfg.model_dump_json(indent=2))
+    _run(store, cfg.backend, cfg.workers, cfg.address, cfg.num_gpus_per_worker, progress, worker)
+    return finish_report(store, videos=cfg.videos)
+
+
+def resume(
+    run_dir: Path, *, backend: str = "ray", workers: int | None = None,
+    address: str | None = None, progress: ProgressFn | None = None, videos: int | None = None,
+) -> EvalOutcome:
+    """Finish a killed run: run only the units without a stored part, then report.
+
+    Raises:
+        RunDirError: If ``run_dir`` is missing, empty or corrupt.
+    """
+    store = ResultStore.open(run_dir)
+    if store.manifest.schema_version != MANIFEST_SCHEMA_VERSION:
+        raise RunDirError(
+            f"{str(run_dir)!r} was written by manifest schema {store.manifest.schema_version}, "
+            f"this robogen reads {MANIFEST_SCHEMA_VERSION}"
+        )
+    if backend not in ("ray", "serial"):
+        raise InvalidSpecError(f"backend must be 'ray' or 'serial', got {backend!r}")
+    cfg_path = store.run_dir / "eval_config.json"
+    n_videos = videos
+    num_gpus = 0.0
+    if cfg_path.exists():
+        saved = json.loads(cfg_path.read_text())
+        n_videos = saved.get("videos", 2) if videos is None else videos
+        num_gpus = float(saved.get("num_gpus_per_worker", 0.0))
+    _run(store, backend, workers, address, num_gpus, progress)
+    return finish_report(store, videos=2 if n_videos is None else n_videos)
+
+
+def finish_report(
+    store: ResultStore, *, videos: int = 0, keep_videos: dict[str, str] | None = None
+) -> EvalOutcome:
+    """Build and write the report of a run (and film failure videos if asked)."""
+    from robogen.perturbations import AXES
+    from robogen.reports import build_report, write_report
+
+    results = store.load_results()
+    if not results:
+        raise RunDirError(f"run directory {str(store.run_dir)!r} has no finished episodes")
+    m = store.manifest
+    kinds = {a: AXES.get(a).kind for a in m.axes if a in AXES}
+    report = build_report(results, m, policy_obs_mode=m.policy_obs_mode, axis_kinds=kinds)
+    video_files: dict[str, str] = dict(keep_videos or {})
+    if videos > 0:
+        from robogen.rollout.replay import film_failures
+
+        video_files = film_failures(store, results, per_axis=videos)
+    files = write_report(report, store.run_dir, videos=video_files)
+    return EvalOutcome(store.run_dir, len(results), dict(files))
+
+
+def rebuild_report(run_dir: Path) -> EvalOutcome:
+    """Rewrite report files from the stored episodes (keeps existing videos)."""
+    from robogen.rollout.replay import existing_videos
+
+    store = ResultStore.open(run_dir)
+    return finish_report(store, videos=0, keep_videos=existing_videos(store.run_dir))

@@ -1,0 +1,174 @@
+"""The run directory: manifest plus one Parquet part per finished work unit.
+
+Layout::
+
+    RUN_DIR/
+      manifest.json            EvalManifest (written first, atomically)
+      episodes/unit-000012.parquet   one part per finished WorkUnit
+      report.json|md|html, plots/, videos/   written by the report step
+
+Parts are written to a temporary name and renamed (``os.replace``), so a run
+killed at any moment leaves only complete parts; resuming skips the units
+whose part exists and never repeats or loses a finished episode.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import re
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from robogen.errors import RunDirError
+from robogen.types import EpisodeResult, EvalManifest, to_dict
+
+MANIFEST = "manifest.json"
+EPISODES_DIR = "episodes"
+_PART = re.compile(r"^unit-(\d{6})\.parquet$")
+
+_SCHEMA = pa.schema(
+    [
+        ("env_id", pa.string()),
+        ("policy_id", pa.string()),
+        ("condition", pa.string()),
+        ("axes", pa.list_(pa.string())),
+        ("severity", pa.float64()),
+        ("split", pa.string()),
+        ("episode_index", pa.int64()),
+        ("seed", pa.int64()),
+        ("episode_return", pa.float64()),
+        ("length_steps", pa.int64()),
+        ("success", pa.bool_()),
+        ("cause", pa.string()),
+        ("error", pa.string()),
+        ("perturbations_json", pa.string()),
+        ("changed_axes", pa.list_(pa.string())),
+        ("wall_time_s", pa.float64()),
+        ("unit_id", pa.int64()),
+        ("video_path", pa.string()),
+    ]
+)
+
+
+def write_atomic(path: Path, data: bytes | str) -> None:
+    """Write ``data`` to ``path`` through a temporary file in the same folder."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    raw = data.encode() if isinstance(data, str) else data
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(raw)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+class ResultStore:
+    """Crash-safe storage of one evaluation's episodes.
+
+    Use :meth:`create` for a new run and :meth:`open` to resume or report.
+    """
+
+    def __init__(self, run_dir: Path, manifest: EvalManifest) -> None:
+        self.run_dir = Path(run_dir)
+        self.manifest = manifest
+
+    @classmethod
+    def create(cls, run_dir: Path, manifest: EvalManifest) -> ResultStore:
+        """Start a new run directory.
+
+        Raises:
+            RunDirError: If ``run_dir`` already holds a run (resume it instead) or files.
+        """
+        run_dir = Path(run_dir)
+        if run_dir.exists() and any(run_dir.iterdir()):
+            hint = (
+                f"resume it with: robogen eval --resume {run_dir}"
+                if (run_dir / MANIFEST).exists()
+                else "choose an empty or new --out directory"
+            )
+            raise RunDirError(f"run directory {str(run_dir)!r} is not empty; {hint}")
+        (run_dir / EPISODES_DIR).mkdir(parents=True, exist_ok=True)
+        write_atomic(run_dir / MANIFEST, json.dumps(to_dict(manifest), indent=2))
+        return cls(run_dir, manifest)
+
+    @classmethod
+    def open(cls, run_dir: Path) -> ResultStore:
+        """Open an existing run directory.
+
+        Raises:
+            RunDirError: If it does not exist, has no manifest, or the manifest is corrupt.
+        """
+        run_dir = Path(run_dir)
+        if not run_dir.is_dir():
+            raise RunDirError(f"run directory {str(run_dir)!r} does not exist")
+        path = run_dir / MANIFEST
+        if not path.is_file():
+            raise RunDirError(
+                f"{str(run_dir)!r} is not a robogen run directory: it has no {MANIFEST} "
+                "(start a run with robogen eval --out DIR)"
+            )
+        try:
+            manifest = EvalManifest.from_dict(json.loads(path.read_text()))
+        except (ValueError, KeyError, TypeError) as e:
+            raise RunDirError(f"{str(path)!r} is corrupt: {type(e).__name__}: {e}") from e
+        return cls(run_dir, manifest)
+
+    def part_path(self, unit_id: int) -> Path:
+        return self.run_dir / EPISODES_DIR / f"unit-{unit_id:06d}.parquet"
+
+    def done_units(self) -> set[int]:
+        """Ids of units whose part is complete on disk."""
+        folder = self.run_dir / EPISODES_DIR
+        if not folder.is_dir():
+            return set()
+        return {int(m.group(1)) for p in folder.iterdir() if (m := _PART.match(p.name))}
+
+    def write_unit(self, unit_id: int, results: Sequence[EpisodeResult]) -> Path:
+        """Write one finished unit atomically. Rewriting the same unit replaces it."""
+        rows = [dataclasses.asdict(r) for r in results]
+        table = pa.Table.from_pylist(rows, schema=_SCHEMA)
+        path = self.part_path(unit_id)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        os.close(fd)
+        try:
+            pq.write_table(table, tmp)
+            os.replace(tmp, path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+        return path
+
+    def load_results(self) -> list[EpisodeResult]:
+        """All stored episodes, ordered by (unit id, episode index).
+
+        Raises:
+            RunDirError: If a part cannot be read.
+        """
+        out: list[EpisodeResult] = []
+        for uid in sorted(self.done_units()):
+            path = self.part_path(uid)
+            try:
+                rows: list[dict[str, Any]] = pq.read_table(path).to_pylist()
+            except Exception as e:  # pyarrow raises several types for damaged files
+                raise RunDirError(f"episode part {str(path)!r} is unreadable: {e}") from e
+            out.extend(EpisodeResult.from_dict(r) for r in rows)
+        return out
+
+    def load_frame(self):  # noqa: ANN201 - pandas is imported lazily
+        """All stored episodes as a ``pandas.DataFrame`` (one row per episode)."""
+        import pandas as pd
+
+        files = [self.part_path(u) for u in sorted(self.done_units())]
+        if not files:
+            return pd.DataFrame(columns=_SCHEMA.names)
+        return pq.read_table(files).to_pandas()

@@ -1,0 +1,251 @@
+"""Run work units: a batch of envs stepped in lockstep so the policy acts on batches.
+
+The same :class:`EpisodeWorker` runs inside the serial backend and inside each
+Ray actor. A unit is always run as one batch of ``len(unit.episode_indices)``
+env slots, whichever backend or worker runs it, so results do not depend on
+the backend (the batch a policy sees is a function of the unit only).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import traceback
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from robogen.errors import RobogenError
+from robogen.rollout.plan import episode_seed, perturbation_seed
+from robogen.types import EpisodeResult, EvalManifest, WorkUnit
+
+
+def _short_error(e: BaseException) -> str:
+    msg = f"{type(e).__name__}: {e}"
+    return msg if len(msg) <= 500 else msg[:497] + "..."
+
+
+def make_env(manifest: EvalManifest) -> Any:
+    """Create one perturbable env (a ``PerturbedEnv``) as the manifest describes."""
+    from robogen.envs import make
+    from robogen.perturbations.wrapper import PerturbedEnv
+
+    render = manifest.render if manifest.obs_mode != "state" else None
+    env = make(
+        manifest.env_id, obs_mode=manifest.obs_mode, max_steps=manifest.max_steps,
+        render=render, success_threshold=manifest.success_threshold, **manifest.env_kwargs,
+    )
+    return PerturbedEnv(env)
+
+
+def policy_context(
+    env_id: str, obs_mode: str, vecnormalize: str | None, env: Any, device: str = "cpu"
+) -> Any:
+    """The :class:`~robogen.policies.base.LoadContext` of ``env``."""
+    from robogen.policies.base import LoadContext
+
+    return LoadContext(
+        env_id=env_id, observation_space=env.observation_space,
+        action_space=env.action_space, obs_mode=obs_mode,
+        vecnormalize=vecnormalize, device=device,
+    )
+
+
+def _stack(obs: list[Any]) -> Any:
+    if isinstance(obs[0], dict):
+        return {k: np.stack([o[k] for o in obs]) for k in obs[0]}
+    return np.stack(obs)
+
+
+@dataclass
+class _Slot:
+    episode_index: int
+    seed: int
+    obs: Any = None
+    ret: float = 0.0
+    steps: int = 0
+    done: bool = False
+    success: bool = False
+    cause: str | None = None
+    error: str | None = None
+    perturbations: str = "[]"
+    changed: tuple[str, ...] = ()
+    wall_time_s: float = 0.0
+
+
+class EpisodeWorker:
+    """Loads the policy once and runs work units of a manifest.
+
+    Args:
+        manifest: The evaluation manifest.
+        device: Device for the policy (``cpu`` or ``cuda``).
+    """
+
+    def __init__(self, manifest: EvalManifest, device: str = "cpu") -> None:
+        from robogen.policies import load_policy
+
+        try:
+            import torch
+
+            torch.set_num_threads(1)
+        except ImportError:  # pragma: no cover - torch is a core dependency
+            pass
+        self.manifest = manifest
+        self._envs: list[Any] = [make_env(manifest)]
+        self._scenes: list[Any] = []
+        ctx = policy_context(
+            manifest.env_id, manifest.obs_mode, manifest.vecnormalize, self._envs[0], device
+        )
+        self.policy = load_policy(manifest.policy, ctx)
+        self.frame_hook: Callable[[int, Any], None] | None = None
+        self._attach()
+
+    def _attach(self) -> None:
+        from robogen.envs.base import find_scene
+
+        self._scenes = [find_scene(e) for e in self._envs]
+        attach = getattr(self.policy, "attach", None)
+        if callable(attach):
+            attach(self._scenes)
+
+    def _ensure_envs(self, n: int) -> None:
+        if len(self._envs) < n:
+            self._envs.extend(make_env(self.manifest) for _ in range(n - len(self._envs)))
+            self._attach()
+
+    def close(self) -> None:
+        for e in self._envs:
+            try:
+                e.close()
+            except Exception:  # noqa: BLE001 - closing is best effort (EGL teardown noise)
+                pass
+
+    def run_unit(self, unit: WorkUnit) -> list[EpisodeResult]:
+        """Run every episode of ``unit`` as one lockstep batch; never raises for an episode."""
+        m = self.manifest
+        n = len(unit.episode_indices)
+        self._ensure_envs(n)
+        envs = self._envs[:n]
+        start = time.perf_counter()
+        slots = [_Slot(i, episode_seed(m.seed, i)) for i in unit.episode_indices]
+        for env, slot in zip(envs, slots, strict=True):
+            env.set_levels(unit.condition.levels)
+            try:
+                slot.obs, info = env.reset(
+                    seed=slot.seed,
+                    options={"perturbation_seed": perturbation_seed(m.seed, slot.episode_index)},
+                )
+                rg = info.get("robogen", {})
+                slot.perturbations = json.dumps(rg.get("perturbations", []))
+                slot.changed = tuple(rg.get("changed_axes", ()))
+            except RobogenError:
+                raise  # a bad condition is a setup error, not an episode outcome
+            except Exception as e:  # noqa: BLE001 - recorded with its cause
+                self._finish(slot, start, cause="sim_unstable", error=_short_error(e))
+        self.policy.reset(list(range(n)))
+        action_space = envs[0].action_space
+        low, high = getattr(action_space, "low", None), getattr(action_space, "high", None)
+        while not all(s.done for s in slots):
+            live = [k for k, s in enumerate(slots) if not s.done]
+            actions = self._act(slots, live, start)
+            for k in live:
+                if slots[k].done:
+                    continue
+                a = actions[k]
+                if low is not None:
+                    a = np.clip(a, low, high)
+                self._step(envs[k], slots[k], a, start)
+        return [self._result(unit, s) for s in slots]
+
+    def _act(self, slots: list[_Slot], live: list[int], start: float) -> np.ndarray:
+        """Actions for all slots; a raising or non-finite policy fails only the culprit episodes."""
+        obs = _stack([s.obs if s.obs is not None else slots[live[0]].obs for s in slots])
+        try:
+            actions = np.asarray(self.policy.act(obs, deterministic=True), dtype=np.float32)
+            if actions.shape[0] != len(slots):
+                raise ValueError(
+                    f"policy returned {actions.shape[0]} actions for a batch of {len(slots)}"
+                )
+        except Exception:  # noqa: BLE001 - find which episodes make the policy fail
+            actions = None
+        if actions is None:
+            rows: list[np.ndarray | None] = [None] * len(slots)
+            for k in live:
+                one = _stack([slots[k].obs])
+                try:
+                    rows[k] = np.asarray(self.policy.act(one, deterministic=True), np.float32)[0]
+                except Exception as e:  # noqa: BLE001
+                    self._finish(slots[k], start, cause="policy_error", error=_short_error(e))
+            shape = next((r.shape for r in rows if r is not None), (1,))
+            actions = np.stack([r if r is not None else np.zeros(shape, np.float32) for r in rows])
+        for k in live:
+            if not slots[k].done and not np.all(np.isfinite(actions[k])):
+                self._finish(
+                    slots[k], start, cause="policy_error",
+                    error=f"non-finite action {actions[k].tolist()!r}",
+                )
+        return actions
+
+    def _step(self, env: Any, slot: _Slot, action: np.ndarray, start: float) -> None:
+        try:
+            obs, reward, terminated, truncated, info = env.step(action)
+        except Exception as e:  # noqa: BLE001 - SimulationUnstableError and MuJoCo errors
+            self._finish(slot, start, cause="sim_unstable", error=_short_error(e))
+            return
+        slot.steps += 1
+        if self.frame_hook is not None:
+            self.frame_hook(slot.episode_index, env)
+        reward = float(reward)
+        if not np.isfinite(reward):
+            self._finish(slot, start, cause="sim_unstable", error=f"non-finite reward {reward!r}")
+            return
+        slot.ret += reward
+        slot.obs = obs
+        if terminated or truncated:
+            if bool(info.get("success", False)):
+                self._finish(slot, start, success=True)
+            else:
+                self._finish(slot, start, cause="terminated" if terminated else "timeout")
+
+    @staticmethod
+    def _finish(
+        slot: _Slot, start: float, *, success: bool = False, cause: str | None = None,
+        error: str | None = None,
+    ) -> None:
+        slot.done = True
+        slot.success = success
+        slot.cause = None if success else cause
+        slot.error = error
+        slot.wall_time_s = time.perf_counter() - start
+
+    def _result(self, unit: WorkUnit, s: _Slot) -> EpisodeResult:
+        m = self.manifest
+        return EpisodeResult(
+            env_id=m.env_id, policy_id=m.policy, condition=unit.condition.name,
+            axes=unit.condition.axes, severity=unit.condition.severity,
+            split=unit.condition.split, episode_index=s.episode_index, seed=s.seed,
+            episode_return=s.ret, length_steps=s.steps, success=s.success, cause=s.cause,
+            error=s.error, perturbations_json=s.perturbations, changed_axes=s.changed,
+            wall_time_s=s.wall_time_s, unit_id=unit.unit_id,
+        )
+
+
+def run_units_serial(
+    manifest: EvalManifest, units: Sequence[WorkUnit], on_unit: Any, device: str = "cpu"
+) -> None:
+    """Serial backend: run ``units`` in this process, calling ``on_unit(unit, results)`` each."""
+    worker = EpisodeWorker(manifest, device=device)
+    try:
+        for unit in units:
+            on_unit(unit, worker.run_unit(unit))
+    finally:
+        worker.close()
+
+
+def format_exception(e: BaseException) -> str:
+    """One-line summary plus the last traceback frame, for setup errors shown to users."""
+    tb = traceback.extract_tb(e.__traceback__)
+    where = f" (at {tb[-1].filename}:{tb[-1].lineno})" if tb else ""
+    return _short_error(e) + where

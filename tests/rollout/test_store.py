@@ -1,0 +1,77 @@
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from robogen.errors import RunDirError
+from robogen.rollout.plan import build_conditions
+from robogen.rollout.store import ResultStore
+from robogen.types import EpisodeResult, EvalManifest, RenderSettings
+
+
+def _manifest() -> EvalManifest:
+    return EvalManifest(
+        schema_version=1, env_id="robogen/Reach-v0", policy="random", vecnormalize=None,
+        obs_mode="state", axes=("lighting",), severities=(1.0,), splits=(), combined=False,
+        n_episodes=3, seed=0, max_steps=10, batch_size=3, success_threshold=None,
+        conditions=build_conditions(["lighting"], [1.0]), render=RenderSettings(),
+    )
+
+
+def _result(i: int, success: bool, unit: int = 0) -> EpisodeResult:
+    return EpisodeResult(
+        env_id="robogen/Reach-v0", policy_id="random", condition="nominal", axes=(),
+        severity=0.0, split="all", episode_index=i, seed=100 + i, episode_return=1.5 * i,
+        length_steps=10, success=success, cause=None if success else "timeout", error=None,
+        perturbations_json="[]", changed_axes=(), wall_time_s=0.01, unit_id=unit,
+    )
+
+
+def test_roundtrip_and_resume_bookkeeping(tmp_path):
+    store = ResultStore.create(tmp_path / "run", _manifest())
+    assert store.done_units() == set()
+    rs = [_result(0, True), _result(1, False), _result(2, True)]
+    store.write_unit(0, rs)
+    again = ResultStore.open(tmp_path / "run")
+    assert again.manifest == store.manifest
+    assert again.done_units() == {0}
+    assert again.load_results() == rs
+    df = again.load_frame()
+    assert list(df["success"]) == [True, False, True]
+    assert df["cause"].tolist()[1] == "timeout"
+
+
+def test_no_temporary_files_left(tmp_path):
+    store = ResultStore.create(tmp_path / "run", _manifest())
+    store.write_unit(5, [_result(0, True, 5)])
+    names = sorted(p.name for p in (tmp_path / "run" / "episodes").iterdir())
+    assert names == ["unit-000005.parquet"]
+
+
+def test_create_refuses_existing_run(tmp_path):
+    ResultStore.create(tmp_path / "run", _manifest())
+    with pytest.raises(RunDirError, match="resume it with"):
+        ResultStore.create(tmp_path / "run", _manifest())
+
+
+@pytest.mark.parametrize("case", ["missing", "empty", "corrupt"])
+def test_open_bad_run_dir(tmp_path, case):
+    d = tmp_path / "run"
+    if case != "missing":
+        d.mkdir()
+    if case == "corrupt":
+        (d / "manifest.json").write_text(json.dumps({"env_id": "x"}))
+    with pytest.raises(RunDirError, match={"missing": "does not exist", "empty": "no manifest",
+                                           "corrupt": "corrupt"}[case]):
+        ResultStore.open(d)
+
+
+def test_failed_episode_needs_cause():
+    with pytest.raises(ValueError, match="needs a cause"):
+        EpisodeResult(
+            env_id="e", policy_id="p", condition="nominal", axes=(), severity=0.0, split="all",
+            episode_index=0, seed=0, episode_return=0.0, length_steps=1, success=False,
+            cause=None, error=None, perturbations_json="[]", changed_axes=(), wall_time_s=0.0,
+            unit_id=0,
+        )
