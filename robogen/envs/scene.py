@@ -49,8 +49,12 @@ steps per control step, i.e. a control rate of 50 Hz.
 
 from __future__ import annotations
 
+import robogen._gl  # noqa: F401  (choose MUJOCO_GL before mujoco is imported)
+
 import mujoco
 import numpy as np
+
+from robogen.errors import RenderError
 
 # ---- physics and render settings -------------------------------------------------------------
 TIMESTEP = 0.002
@@ -132,13 +136,13 @@ JOINT_RANGES = {
     "finger_right": FINGER_RANGE,
 }
 SERVO_GAINS = {
-    "base_yaw": (300.0, 25.0),
-    "shoulder_pitch": (500.0, 40.0),
-    "elbow_pitch": (350.0, 25.0),
-    "wrist_pitch": (120.0, 8.0),
-    "wrist_roll": (40.0, 2.0),
-    "finger_left": (300.0, 6.0),
-    "finger_right": (300.0, 6.0),
+    "base_yaw": (300.0, 10.0),
+    "shoulder_pitch": (500.0, 16.0),
+    "elbow_pitch": (350.0, 10.0),
+    "wrist_pitch": (120.0, 3.0),
+    "wrist_roll": (40.0, 1.5),
+    "finger_left": (300.0, 5.0),
+    "finger_right": (300.0, 5.0),
 }
 JOINT_DAMPING = 1.0
 """Passive damping of the arm hinge joints [N·m·s/rad]."""
@@ -380,7 +384,7 @@ def build_spec(*, shadowsize: int = SHADOW_SIZE, offsamples: int = OFFSAMPLES) -
         light.castshadow = False
 
     for name, pos, fovy in (
-        ("front", (1.0, 0.0, 1.05), 45.0),
+        ("front", (0.50, 0.0, 0.98), 50.0),
         ("top", (0.0, 0.0, 1.75), 45.0),
         ("side", (0.05, -1.05, 0.95), 45.0),
     ):
@@ -443,19 +447,114 @@ def build_model(**kwargs: int) -> mujoco.MjModel:
     return build_spec(**kwargs).compile()
 
 
-def arm_home_ik_check() -> float:
-    """Height of grip_site above the table at :data:`HOME_QPOS` [m] (sanity helper)."""
-    model = build_model()
-    data = mujoco.MjData(model)
-    for name, q in HOME_QPOS.items():
-        data.qpos[model.joint(name).qposadr[0]] = q
-    mujoco.mj_kinematics(model, data)
-    return float(data.site(GRIP_SITE).xpos[2] - TABLE_TOP_Z)
+RENDER_FAILED = (
+    "offscreen rendering failed with MUJOCO_GL={backend!r}: {error}. Without a display set "
+    "MUJOCO_GL=egl (GPU or Mesa llvmpipe) or MUJOCO_GL=osmesa before mujoco is first imported "
+    "(importing robogen first does this)"
+)
+FRAME_TOO_LARGE = (
+    "frame {width}x{height} exceeds the offscreen buffer {max_width}x{max_height} of the model; "
+    "render a smaller frame or raise spec.visual.global_.offwidth/offheight"
+)
+
+
+class SceneRenderer:
+    """Offscreen renderer that keeps its OpenGL context across model swaps.
+
+    Unlike :class:`mujoco.Renderer`, one instance renders any frame size up to
+    the model's offscreen buffer and follows a recompiled model with
+    :meth:`set_model` (a new ``MjrContext``, ~0.1 s) instead of a new OpenGL
+    context (~0.25 s more).
+
+    Args:
+        model: Model to render.
+
+    Raises:
+        RenderError: If no OpenGL context can be created (names the MUJOCO_GL fix).
+    """
+
+    def __init__(self, model: mujoco.MjModel) -> None:
+        import os
+
+        self._gl = None
+        self._con: mujoco.MjrContext | None = None
+        try:
+            self._gl = mujoco.GLContext(
+                int(model.vis.global_.offwidth), int(model.vis.global_.offheight)
+            )
+            self._gl.make_current()
+        except Exception as e:  # noqa: BLE001 - any backend failure gets the same fix
+            raise RenderError(
+                RENDER_FAILED.format(backend=os.environ.get("MUJOCO_GL"), error=e)
+            ) from e
+        self._option = mujoco.MjvOption()
+        self._camera = mujoco.MjvCamera()
+        self._camera.type = mujoco.mjtCamera.mjCAMERA_FIXED
+        self.set_model(model)
+
+    @property
+    def model(self) -> mujoco.MjModel:
+        """The model whose assets are uploaded."""
+        return self._model
+
+    def set_model(self, model: mujoco.MjModel) -> None:
+        """Render ``model`` from now on (uploads its textures and meshes)."""
+        self._gl.make_current()
+        if self._con is not None:
+            self._con.free()
+        self._model = model
+        self._con = mujoco.MjrContext(model, mujoco.mjtFontScale.mjFONTSCALE_100.value)
+        mujoco.mjr_setBuffer(mujoco.mjtFramebuffer.mjFB_OFFSCREEN.value, self._con)
+        self._scene = mujoco.MjvScene(model, maxgeom=max(1000, 4 * model.ngeom))
+
+    def upload_textures(self, texture_ids: tuple[int, ...]) -> None:
+        """Re-upload ``model.tex_data`` of ``texture_ids`` after an in-place edit."""
+        self._gl.make_current()
+        for tex_id in texture_ids:
+            mujoco.mjr_uploadTexture(self._model, self._con, int(tex_id))
+
+    def render(self, data: mujoco.MjData, camera_id: int, width: int, height: int) -> np.ndarray:
+        """Render ``(height, width, 3) uint8`` from fixed camera ``camera_id`` (-1: free camera).
+
+        Raises:
+            RenderError: If the frame exceeds the offscreen buffer.
+        """
+        if width > self._con.offWidth or height > self._con.offHeight:
+            raise RenderError(FRAME_TOO_LARGE.format(
+                width=width, height=height, max_width=self._con.offWidth,
+                max_height=self._con.offHeight,
+            ))
+        self._gl.make_current()
+        if camera_id < 0:
+            self._camera.type = mujoco.mjtCamera.mjCAMERA_FREE
+            mujoco.mjv_defaultFreeCamera(self._model, self._camera)
+        else:
+            self._camera.type = mujoco.mjtCamera.mjCAMERA_FIXED
+            self._camera.fixedcamid = int(camera_id)
+        mujoco.mjv_updateScene(
+            self._model, data, self._option, None, self._camera,
+            mujoco.mjtCatBit.mjCAT_ALL.value, self._scene,
+        )
+        rect = mujoco.MjrRect(0, 0, int(width), int(height))
+        mujoco.mjr_render(rect, self._scene, self._con)
+        buffer = np.empty((height, width, 3), dtype=np.uint8)
+        mujoco.mjr_readPixels(buffer, None, rect, self._con)
+        return np.ascontiguousarray(buffer[::-1])
+
+    def close(self) -> None:
+        """Free the OpenGL resources (idempotent)."""
+        if self._con is not None and self._gl is not None:
+            self._gl.make_current()
+            self._con.free()
+        self._con = None
+        if self._gl is not None:
+            self._gl.free()
+        self._gl = None
 
 
 __all__ = [
     "ARM_JOINTS", "CAMERAS", "DISTRACTOR_REGION", "DISTRACTOR_SLOTS", "FINGER_JOINTS", "FRAME_SKIP",
     "HOME_QPOS", "LIGHTS", "LOOK_AT", "NUM_DISTRACTOR_SLOTS", "OFFSAMPLES", "ROBOT_ACTUATORS",
     "ROBOT_BODIES", "ROBOT_JOINTS", "SHADOW_SIZE", "TABLE_TOP_Z", "TIMESTEP", "build_model",
-    "build_spec", "look_at_quat",
+    "build_spec", "look_at_quat", "SceneRenderer",
 ]

@@ -93,7 +93,9 @@ def build_report(
 
     order = _difficulty_order(singles, manifest.axes)
     rank = {a: i for i, a in enumerate(order)}
-    singles.sort(key=lambda g: (rank.get(g.axis, len(rank)), g.severity, g.split, g.condition))
+    for a in (*manifest.axes, *(g.axis for g in singles)):  # axes without a gap go last
+        rank.setdefault(a, len(rank))
+    singles.sort(key=lambda g: (rank[g.axis], g.severity, g.split, g.condition))
     interactions = _interactions(manifest, by_cond, nom_success, confidence, n_boot, seed)
     curves = _severity_curves(manifest, conditions, singles, multis)
     return Report(
@@ -241,9 +243,9 @@ def _status(
         return STATUS_NO_DATA, "no episodes of this condition recorded yet"
     applied = {a: sum(a in r.changed_axes for r in rs) for a in c.axes}
     if all(k == 0 for k in applied.values()):
-        what = f"the {c.axes[0]} axis" if len(c.axes) == 1 else "none of its axes"
+        what = f"the {c.axes[0]} axis" if len(c.axes) == 1 else f"its axes ({', '.join(c.axes)})"
         return STATUS_NOT_APPLIED, (
-            f"{what} changed anything in {n} episodes on {env_id} "
+            f"{what} changed the scene or state in 0 of {n} episodes on {env_id} "
             "(no scene element it acts on, or no effect)"
         )
     notes = []
@@ -259,8 +261,8 @@ def _status(
         if visual and len(visual) == len(active):
             notes.insert(
                 0,
-                f"visual axis on a policy that observes {obs_mode!r} only; "
-                "any gap comes from a changed state, not the image",
+                f"the policy observes {obs_mode!r} only, so this visual change "
+                "cannot reach it; a gap means the axis also changed the state or dynamics",
             )
             return STATUS_NOT_OBSERVED, "; ".join(notes)
         if visual:

@@ -75,6 +75,7 @@ class ConditionStats:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> ConditionStats:
+        """Inverse of ``dataclasses.asdict`` after a JSON round trip (``null`` -> NaN)."""
         return cls(**_decode(cls, d))
 
 
@@ -121,6 +122,7 @@ class AxisGap:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> AxisGap:
+        """Inverse of ``dataclasses.asdict`` after a JSON round trip (``null`` -> NaN)."""
         return cls(**_decode(cls, d))
 
 
@@ -154,10 +156,12 @@ class InteractionStats:
 
     @property
     def sum_single_gaps(self) -> float:
+        """Sum of the single-axis gaps (the additive prediction of ``combined_gap``)."""
         return float(sum(self.single_gaps))
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> InteractionStats:
+        """Inverse of ``dataclasses.asdict`` after a JSON round trip (``null`` -> NaN)."""
         return cls(**_decode(cls, d))
 
 
@@ -185,6 +189,7 @@ class SeverityCurve:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> SeverityCurve:
+        """Inverse of ``dataclasses.asdict`` after a JSON round trip (``null`` -> NaN)."""
         return cls(**_decode(cls, d))
 
 

@@ -20,10 +20,10 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from statistics import NormalDist
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
-from scipy.stats import norm
 
 from robogen.errors import MUST_BE_IN_RANGE, MUST_BE_POSITIVE, InvalidSpecError
 
@@ -73,7 +73,7 @@ def wilson_interval(successes: int, n: int, confidence: float = 0.95) -> tuple[f
         )
     if n == 0:
         return 0.0, 1.0
-    z = float(norm.ppf(0.5 + confidence / 2.0))
+    z = NormalDist().inv_cdf(0.5 + confidence / 2.0)
     p = successes / n
     z2 = z * z
     denom = 1.0 + z2 / n

@@ -1,0 +1,740 @@
+"""Adapter that lets robogen's perturbation axes act on Gymnasium's MuJoCo v5 envs.
+
+``robogen.envs.make("gymnasium/Hopper-v5")`` calls :func:`make_adapted`, which
+wraps ``gymnasium.make("Hopper-v5")`` in a :class:`GymMujocoAdapter`. The adapter
+implements the :class:`~robogen.envs.base.MujocoScene` protocol: it names the
+scene roles each axis needs (floor, robot links, camera, ...), hands out a fresh
+nominal :class:`mujoco.MjSpec` for structural edits, swaps a recompiled model
+into the wrapped ``MujocoEnv``, renders pixel observations with its own
+offscreen renderer, and defines success for envs that have no success flag.
+
+Nominal scene:
+    The nominal spec is Gymnasium's own XML (``env.unwrapped.fullpath``) with
+    two additions that change neither physics nor observations: unnamed
+    elements get names (an actuator takes its joint's name, lights become
+    ``light0``..., unnamed geoms ``<body>_geom``, unnamed bodies
+    ``<parent>_child``) so that roles can refer to them, and envs without a
+    camera get a fixed camera ``robogen_cam`` aimed at the scene. This model is
+    installed when the adapter is built, so nominal episodes step exactly like
+    the stock env (pinned in the tests).
+
+Cameras:
+    Locomotion envs observe through their own ``track`` camera (MuJoCo
+    ``trackcom`` mode: fixed orientation, follows the robot's centre of mass),
+    so the robot stays in view while it runs. Reacher, Pusher and the inverted
+    pendulums get ``robogen_cam``, a fixed camera at the azimuth, elevation and
+    distance listed in ``_CAMERAS`` around the scene's ``look_at`` point.
+    Gymnasium's own ``render()`` (free camera) is unchanged.
+
+Rendering:
+    Pixel observations come from a :class:`PixelRenderer` that keeps one OpenGL
+    context for the env's lifetime and only rebuilds its ``MjrContext`` (a few
+    ms) when a recompiled model is installed. Defaults: 84x84, shadow map off
+    (``shadowsize=0``) and no multisampling (``offsamples=0``): about 1-2 ms per
+    frame on a CPU (Mesa llvmpipe) against 20-50 ms for a model's default 4096^2
+    shadow map with 4x MSAA. The settings are exposed as
+    ``adapter.render_settings`` (a :class:`~robogen.types.RenderSettings`) for
+    the evaluation manifest and written into every installed model's
+    ``vis.quality``.
+
+Distractors:
+    ``roles.distractor_slots`` is empty: distractors are added through MjSpec as
+    static, jointless geoms of the world body. A free-joint body would change the
+    observation size (Gymnasium observations include all qpos/qvel; Ant-v5 also
+    includes one contact-force row per body), so :meth:`install_model` checks
+    that the observation shape is unchanged and refuses a model that changes it.
+
+Success (``SUCCESS_RULES``), decided when the episode ends (``terminated`` or
+``truncated``); ``info["success"]`` is False on every earlier step:
+
+=========================  ==========  ================================================
+env                        kind        rule
+=========================  ==========  ================================================
+Reacher-v5                 distance    final fingertip-target distance (xy) < 0.02 m
+Pusher-v5                  distance    final object-goal distance (xy) < 0.10 m
+HalfCheetah-v5             return      return >= 1500 (over 1000 steps)
+Hopper-v5                  return      return >= 1500 and not fallen
+Walker2d-v5                return      return >= 1500 and not fallen
+Ant-v5                     return      return >= 1500 and not fallen
+Swimmer-v5                 return      return >= 100
+InvertedPendulum-v5        return      return >= 950 and not fallen
+InvertedDoublePendulum-v5  return      return >= 9100 and not fallen
+=========================  ==========  ================================================
+
+A return rule needs the episode to end by the time limit: a termination before
+it (the robot fell, the pole dropped) is never a success. With ``max_steps``
+other than the registered limit, return thresholds scale by
+``max_steps / registered_limit``. ``success_threshold`` replaces any rule by a
+return threshold (unscaled). ``info["episode_return"]`` is the running sum of
+rewards and ``info["robogen"]["success_metric"]`` the distance [m] or return.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+import warnings
+from dataclasses import dataclass
+from typing import Any
+
+import robogen._gl  # noqa: F401  (choose MUJOCO_GL before mujoco is imported)
+import gymnasium as gym
+import mujoco
+import numpy as np
+from gymnasium import spaces
+
+from robogen.envs.base import PoseDof, SceneRoles
+from robogen.errors import InvalidSpecError, RenderError, SceneError, UnknownNameError
+from robogen.types import RenderSettings
+
+SUPPORTED: tuple[str, ...] = (
+    "HalfCheetah-v5", "Hopper-v5", "Walker2d-v5", "Ant-v5", "Reacher-v5", "Pusher-v5",
+    "Swimmer-v5", "InvertedPendulum-v5", "InvertedDoublePendulum-v5",
+)
+"""Gymnasium ids the adapter supports (robogen ids ``gymnasium/<id>``)."""
+
+OBS_MODES = ("state", "pixels", "state+pixels")
+ADDED_CAMERA = "robogen_cam"
+OBS_SIZE_CHANGED = (
+    "the installed model changes {env}'s observation from {expected} to {got} values; "
+    "add distractors as static (jointless) world geoms, not bodies with joints"
+)
+
+
+# ----------------------------------------------------------------------------- success
+
+
+@dataclass(frozen=True, slots=True)
+class SuccessRule:
+    """How an adapted env decides success at the end of an episode.
+
+    Attributes:
+        kind: ``distance`` (two bodies closer than ``threshold`` [m] in the xy
+            plane at the last step) or ``return`` (episode return >= ``threshold``
+            and the episode was not terminated early).
+        threshold: Distance [m] or return [-].
+        body_a: First body of a distance rule.
+        body_b: Second body of a distance rule.
+    """
+
+    kind: str
+    threshold: float
+    body_a: str = ""
+    body_b: str = ""
+
+    def describe(self) -> str:
+        """One line for reports and metadata."""
+        if self.kind == "distance":
+            return (f"final {self.body_a}-{self.body_b} distance (xy) < {self.threshold:g} m")
+        return f"episode return >= {self.threshold:g} without early termination"
+
+
+SUCCESS_RULES: dict[str, SuccessRule] = {
+    "Reacher-v5": SuccessRule("distance", 0.02, "fingertip", "target"),
+    "Pusher-v5": SuccessRule("distance", 0.10, "object", "goal"),
+    "HalfCheetah-v5": SuccessRule("return", 1500.0),
+    "Hopper-v5": SuccessRule("return", 1500.0),
+    "Walker2d-v5": SuccessRule("return", 1500.0),
+    "Ant-v5": SuccessRule("return", 1500.0),
+    "Swimmer-v5": SuccessRule("return", 100.0),
+    "InvertedPendulum-v5": SuccessRule("return", 950.0),
+    "InvertedDoublePendulum-v5": SuccessRule("return", 9100.0),
+}
+"""Per-env success rule at the registered step limit (see the module docstring)."""
+
+
+def success_rule(
+    gym_id: str, *, max_steps: int | None = None, success_threshold: float | None = None
+) -> SuccessRule:
+    """The success rule of ``gym_id`` for an episode limit of ``max_steps``.
+
+    Args:
+        gym_id: A :data:`SUPPORTED` id.
+        max_steps: Step limit (None: the registered limit); scales return thresholds.
+        success_threshold: If given, a return threshold replacing the env's rule.
+
+    Raises:
+        UnknownNameError: If ``gym_id`` is not supported.
+    """
+    _check_id(gym_id)
+    if success_threshold is not None:
+        return SuccessRule("return", float(success_threshold))
+    rule = SUCCESS_RULES[gym_id]
+    limit = gym.spec(gym_id).max_episode_steps
+    if rule.kind == "return" and max_steps is not None and limit and max_steps != limit:
+        return dataclasses.replace(rule, threshold=rule.threshold * max_steps / limit)
+    return rule
+
+
+def _check_id(gym_id: str) -> None:
+    if gym_id not in SUPPORTED:
+        raise UnknownNameError("Gymnasium MuJoCo env", gym_id, SUPPORTED)
+
+
+# ----------------------------------------------------------------------------- roles
+
+_LOCO_REGION = (-1.5, 1.5, -1.0, 1.5)
+
+
+def _hinges(names: tuple[str, ...], offset: float, ranges: dict[str, tuple[float, float]]
+            ) -> tuple[PoseDof, ...]:
+    return tuple(PoseDof(n, 0, offset, *ranges.get(n, (None, None))) for n in names)
+
+
+def _roles(gym_id: str, model: mujoco.MjModel) -> SceneRoles:
+    """Scene roles of ``gym_id`` (names as given by :func:`_name_elements`)."""
+
+    def jrange(names: tuple[str, ...]) -> dict[str, tuple[float, float]]:
+        out = {}
+        for n in names:
+            j = model.joint(n)
+            if model.jnt_limited[j.id]:
+                out[n] = (float(j.range[0]), float(j.range[1]))
+        return out
+
+    def bodies_from(root: str) -> tuple[str, ...]:
+        rid = model.body(root).id
+        return tuple(model.body(i).name for i in range(model.nbody)
+                     if i >= rid and _is_descendant(model, i, rid))
+
+    def actuated_joints() -> tuple[str, ...]:
+        return tuple(model.joint(int(model.actuator_trnid[a, 0])).name for a in range(model.nu))
+
+    acts = tuple(model.actuator(a).name for a in range(model.nu))
+    lights = tuple(model.light(i).name for i in range(model.nlight))
+    joints = actuated_joints()
+    if gym_id in ("HalfCheetah-v5", "Hopper-v5", "Walker2d-v5", "Ant-v5", "Swimmer-v5"):
+        robot = bodies_from("torso")
+        floor_z = float(model.geom("floor").pos[2])
+        start = model.body("torso").pos
+        look_at = (0.0, 0.0, float(start[2]) if gym_id != "Swimmer-v5" else 0.0)
+        region = (-3.0, 3.0, -3.0, 3.0) if gym_id == "Ant-v5" else _LOCO_REGION
+        offset = {"Swimmer-v5": 0.3, "Ant-v5": 0.2, "HalfCheetah-v5": 0.2}.get(gym_id, 0.1)
+        pose = _hinges(joints, offset, jrange(joints))
+        if gym_id == "Swimmer-v5":
+            pose += (PoseDof("free_body_rot", 0, 0.3),)
+        return SceneRoles(
+            floor_geoms=("floor",), robot_bodies=robot, robot_joints=joints,
+            robot_actuators=acts, cameras=("track",), lights=lights, look_at=look_at,
+            distractor_region=(*region, floor_z), pose_dofs=pose, keep_clear=robot,
+        )
+    if gym_id == "Reacher-v5":
+        robot = ("body0", "body1", "fingertip")
+        return SceneRoles(
+            floor_geoms=("ground",), object_geoms=("target",), robot_bodies=robot,
+            robot_joints=joints, robot_actuators=acts, cameras=(ADDED_CAMERA,), lights=lights,
+            look_at=(0.0, 0.0, 0.0), distractor_region=(-0.27, 0.27, -0.27, 0.27, 0.0),
+            pose_dofs=(PoseDof("target_x", 0, 0.1, -0.2, 0.2),
+                       PoseDof("target_y", 0, 0.1, -0.2, 0.2)),
+            keep_clear=(*robot, "target"),
+        )
+    if gym_id == "Pusher-v5":
+        robot = bodies_from("r_shoulder_pan_link")
+        return SceneRoles(
+            table_geoms=("table",), object_geoms=("object_geom", "goal_geom"),
+            object_bodies=("object",), robot_bodies=robot, robot_joints=joints,
+            robot_actuators=acts, cameras=(ADDED_CAMERA,), lights=lights,
+            look_at=_CAMERAS[gym_id][0], distractor_region=(0.05, 0.85, -0.55, 0.35, -0.325),
+            pose_dofs=(
+                # object: reset draws slidey in [-0.3, 0], slidex in [-0.2, 0.2]
+                PoseDof("obj_slidey", 0, 0.1, -0.35, 0.05),
+                PoseDof("obj_slidex", 0, 0.1, -0.25, 0.25),
+                PoseDof("goal_slidey", 0, 0.1, -0.1, 0.1),
+                PoseDof("goal_slidex", 0, 0.1, -0.1, 0.1),
+            ),
+            keep_clear=(*robot, "object", "goal"),
+        )
+    # inverted pendulums: no supporting surface near the cart -> no distractor region
+    robot = bodies_from("cart")
+    floor = ("floor",) if gym_id == "InvertedDoublePendulum-v5" else ()
+    pose = (PoseDof("slider", 0, 0.3, -0.9, 0.9), PoseDof("hinge", 0, 0.1, -0.19, 0.19))
+    return SceneRoles(
+        floor_geoms=floor, robot_bodies=robot, robot_joints=joints, robot_actuators=acts,
+        cameras=(ADDED_CAMERA,), lights=lights, look_at=_CAMERAS[gym_id][0],
+        distractor_region=None, pose_dofs=pose, keep_clear=robot,
+    )
+
+
+def _is_descendant(model: mujoco.MjModel, body: int, root: int) -> bool:
+    while body > 0:
+        if body == root:
+            return True
+        body = int(model.body_parentid[body])
+    return root == 0
+
+
+# ----------------------------------------------------------------------------- spec
+
+# look_at [m], distance [m], azimuth [deg], elevation [deg] of the added camera
+_CAMERAS: dict[str, tuple[tuple[float, float, float], float, float, float]] = {
+    "Reacher-v5": ((0.0, 0.0, 0.0), 0.75, 90.0, -70.0),
+    "Pusher-v5": ((0.4, -0.3, -0.3), 1.5, 180.0, -45.0),
+    "InvertedPendulum-v5": ((0.0, 0.0, 0.2), 2.4, 90.0, -10.0),
+    "InvertedDoublePendulum-v5": ((0.0, 0.0, 0.5), 3.6, 90.0, -10.0),
+}
+
+
+def camera_pose(
+    look_at: tuple[float, float, float], distance: float, azimuth: float, elevation: float
+) -> tuple[np.ndarray, np.ndarray]:
+    """Position and orientation of a camera aimed at ``look_at``.
+
+    Uses MuJoCo's free-camera convention: the viewing direction is
+    ``(cos el cos az, cos el sin az, sin el)``; negative elevation looks down.
+
+    Args:
+        look_at: Target point [m].
+        distance: Distance from the target [m].
+        azimuth: Azimuth [deg].
+        elevation: Elevation [deg], in (-90, 90].
+
+    Returns:
+        ``pos``: (3,) float64 [m]; ``quat``: (4,) float64 (w, x, y, z).
+    """
+    az, el = math.radians(azimuth), math.radians(elevation)
+    fwd = np.array([math.cos(el) * math.cos(az), math.cos(el) * math.sin(az), math.sin(el)])
+    pos = np.asarray(look_at, dtype=float) - distance * fwd
+    right = np.cross(fwd, [0.0, 0.0, 1.0])
+    if np.linalg.norm(right) < 1e-9:  # looking straight down
+        right = np.array([math.sin(az), -math.cos(az), 0.0])
+    right /= np.linalg.norm(right)
+    up = np.cross(right, fwd)
+    mat = np.column_stack([right, up, -fwd])  # camera x, y, z axes (looks along -z)
+    quat = np.zeros(4)
+    mujoco.mju_mat2Quat(quat, mat.ravel())
+    return pos, quat
+
+
+def _name_elements(spec: mujoco.MjSpec) -> None:
+    """Give every unnamed body, geom, light, camera and actuator a stable name."""
+
+    def unique(base: str, taken: set[str]) -> str:
+        name, k = base, 1
+        while name in taken:
+            name, k = f"{base}{k}", k + 1
+        taken.add(name)
+        return name
+
+    bodies = {b.name for b in spec.bodies if b.name}
+    for b in spec.bodies:
+        if not b.name and b.parent is not None:
+            b.name = unique(f"{b.parent.name}_child", bodies)
+    geoms = {g.name for g in spec.geoms if g.name}
+    for b in spec.bodies:
+        unnamed = [g for g in b.geoms if not g.name]
+        for k, g in enumerate(unnamed):
+            base = f"{b.name}_geom" if len(unnamed) == 1 else f"{b.name}_geom{k}"
+            g.name = unique(base, geoms)
+    lights = {x.name for x in spec.lights if x.name}
+    for k, x in enumerate(spec.lights):
+        if not x.name:
+            x.name = unique(f"light{k}", lights)
+    cams = {x.name for x in spec.cameras if x.name}
+    for k, x in enumerate(spec.cameras):
+        if not x.name:
+            x.name = unique(f"camera{k}", cams)
+    acts = {a.name for a in spec.actuators if a.name}
+    for k, a in enumerate(spec.actuators):
+        if not a.name:
+            a.name = unique(a.target or f"actuator{k}", acts)
+
+
+def build_nominal_spec(gym_id: str, fullpath: str) -> mujoco.MjSpec:
+    """Gymnasium's XML for ``gym_id`` with names filled in and the added camera, if any."""
+    spec = mujoco.MjSpec.from_file(fullpath)
+    _name_elements(spec)
+    if gym_id in _CAMERAS and not any(c.name == ADDED_CAMERA for c in spec.cameras):
+        pos, quat = camera_pose(*_CAMERAS[gym_id])
+        spec.worldbody.add_camera(name=ADDED_CAMERA, pos=pos, quat=quat, fovy=45.0)
+    return spec
+
+
+# ----------------------------------------------------------------------------- rendering
+
+
+class PixelRenderer:
+    """Offscreen RGB renderer whose OpenGL context survives model swaps.
+
+    ``mujoco.Renderer`` ties its GL context to one model, and a new one costs
+    0.1-0.3 s; this renderer keeps its GL context and rebuilds only the
+    ``MjrContext`` and ``MjvScene`` (a few ms) in :meth:`set_model`.
+
+    Args:
+        model: Model to render; its ``vis.quality`` (shadow map size,
+            multisampling) and ``vis.global_.offwidth/offheight`` apply.
+        max_geom: Scene geom capacity.
+
+    Raises:
+        RenderError: If no OpenGL context can be created (names the MUJOCO_GL fix).
+    """
+
+    def __init__(self, model: mujoco.MjModel, max_geom: int = 2000) -> None:
+        self._max_geom = max_geom
+        self._opt = mujoco.MjvOption()
+        self._cam = mujoco.MjvCamera()
+        self._con: Any = None
+        try:
+            self._gl = mujoco.GLContext(
+                max(int(model.vis.global_.offwidth), 1), max(int(model.vis.global_.offheight), 1)
+            )
+            self._gl.make_current()
+        except Exception as e:  # noqa: BLE001 - GL backends raise assorted types
+            raise RenderError(
+                f"could not create an offscreen OpenGL context with MUJOCO_GL="
+                f"{os.environ.get('MUJOCO_GL', '')!r} ({type(e).__name__}: {e}); set MUJOCO_GL=egl "
+                "(or osmesa) before importing mujoco, or use obs_mode='state'"
+            ) from e
+        self.set_model(model)
+
+    def set_model(self, model: mujoco.MjModel) -> None:
+        """Render ``model`` from now on (rebuilds the model-dependent GPU resources)."""
+        self._gl.make_current()
+        if self._con is not None:
+            self._con.free()
+        self._con = mujoco.MjrContext(model, mujoco.mjtFontScale.mjFONTSCALE_100)
+        mujoco.mjr_setBuffer(mujoco.mjtFramebuffer.mjFB_OFFSCREEN, self._con)
+        self._scene = mujoco.MjvScene(model, maxgeom=self._max_geom)
+        self._scene.flags[mujoco.mjtRndFlag.mjRND_SHADOW] = model.vis.quality.shadowsize > 0
+        self._model = model
+
+    def upload_textures(self, texture_ids: tuple[int, ...]) -> None:
+        """Re-upload ``model.tex_data`` of ``texture_ids`` to the GL context."""
+        self._gl.make_current()
+        for t in texture_ids:
+            mujoco.mjr_uploadTexture(self._model, self._con, int(t))
+
+    def render(self, data: mujoco.MjData, camera_id: int, width: int, height: int) -> np.ndarray:
+        """Render ``(height, width, 3) uint8`` from fixed camera ``camera_id`` (-1: free camera)."""
+        self._gl.make_current()
+        if width > self._con.offWidth or height > self._con.offHeight:
+            vis = self._model.vis.global_
+            vis.offwidth, vis.offheight = max(vis.offwidth, width), max(vis.offheight, height)
+            self.set_model(self._model)
+        if camera_id >= 0:
+            self._cam.type = mujoco.mjtCamera.mjCAMERA_FIXED
+            self._cam.fixedcamid = camera_id
+        else:
+            mujoco.mjv_defaultFreeCamera(self._model, self._cam)
+        mujoco.mjv_updateScene(self._model, data, self._opt, None, self._cam,
+                               mujoco.mjtCatBit.mjCAT_ALL, self._scene)
+        rect = mujoco.MjrRect(0, 0, width, height)
+        mujoco.mjr_render(rect, self._scene, self._con)
+        out = np.empty((height, width, 3), dtype=np.uint8)
+        mujoco.mjr_readPixels(out, None, rect, self._con)
+        return np.ascontiguousarray(out[::-1])
+
+    def close(self) -> None:
+        """Free the GL resources (idempotent)."""
+        if self._con is not None:
+            self._gl.make_current()
+            self._con.free()
+            self._con = None
+            self._gl.free()
+
+
+# ----------------------------------------------------------------------------- adapter
+
+
+class GymMujocoAdapter(gym.Wrapper[Any, Any, Any, Any], gym.utils.RecordConstructorArgs):
+    """A Gymnasium MuJoCo v5 env made perturbable: a :class:`MujocoScene` with success.
+
+    Description:
+        Wraps ``gymnasium.make(<id>)`` (with its ``TimeLimit``). Physics, reward
+        and termination are the stock env's; the adapter adds scene roles,
+        model swaps, pixel observations and a success flag.
+
+    Observation Space:
+        ============  =====================================  =============================
+        obs_mode      space                                  unit
+        ============  =====================================  =============================
+        state         Box(-inf, inf, (obs_dim,), float32)    the env's own (m, rad, m/s...)
+        pixels        Box(0, 255, (H, W, 3), uint8)          RGB from ``roles.cameras[0]``
+        state+pixels  Dict(state=..., pixels=...)            both
+        ============  =====================================  =============================
+
+    Action Space:
+        The env's own Box (torques, normalized to its ``ctrlrange``).
+
+    Reward:
+        The env's own.
+
+    Perturbation hooks:
+        :meth:`nominal_spec`, :meth:`install_model`, :meth:`textures_changed`,
+        :meth:`observe`, :meth:`render_frame`, :attr:`roles`.
+
+    Success:
+        See ``SUCCESS_RULES`` in the module docstring; ``info["success"]`` in
+        every step, decided at the last step.
+
+    Episode End:
+        The env's own termination; truncation at ``max_steps``.
+
+    Version History:
+        * v0: initial adapter.
+
+    Args:
+        env: ``gymnasium.make(<id>)`` of a :data:`SUPPORTED` id.
+        obs_mode: ``state``, ``pixels`` or ``state+pixels``.
+        render: Pixel settings (size, camera, shadows, MSAA); None: 84x84 from
+            ``roles.cameras[0]``, shadows and MSAA off.
+        success_threshold: Return threshold replacing the env's success rule.
+
+    Raises:
+        UnknownNameError: If the env's id is not supported.
+        InvalidSpecError: On a bad observation mode or render size.
+    """
+
+    def __init__(
+        self,
+        env: gym.Env[Any, Any],
+        obs_mode: str = "state",
+        render: RenderSettings | None = None,
+        success_threshold: float | None = None,
+    ) -> None:
+        gym.utils.RecordConstructorArgs.__init__(
+            self, obs_mode=obs_mode,
+            render=None if render is None else dataclasses.asdict(render),
+            success_threshold=success_threshold,
+        )
+        gym.Wrapper.__init__(self, env)
+        gym_id = env.spec.id if env.spec is not None else ""
+        _check_id(gym_id)
+        if obs_mode not in OBS_MODES:
+            raise InvalidSpecError(f"obs_mode must be one of {OBS_MODES}, got {obs_mode!r}")
+        self.gym_id = gym_id
+        self.obs_mode = obs_mode
+        self._renderer: PixelRenderer | None = None
+        self._episode_return = 0.0
+        inner = env.unwrapped
+        self._inner_obs_shape = tuple(inner.observation_space.shape)
+        self._init_sizes = (inner.model.nq, inner.model.nv, inner.model.nu)
+        max_steps = env.spec.max_episode_steps if env.spec is not None else None
+        self._rule = success_rule(gym_id, max_steps=max_steps, success_threshold=success_threshold)
+        # install the named nominal model (same physics, names for the roles)
+        with warnings.catch_warnings():  # half_cheetah.xml's deprecated settotalmass
+            warnings.filterwarnings("ignore", message=".*settotalmass.*")
+            first = self.nominal_spec().compile()
+        self._roles = _roles(gym_id, first)
+        settings = render or RenderSettings()
+        if settings.width < 1 or settings.height < 1:
+            raise InvalidSpecError(
+                f"render width and height must be >= 1 px, got {settings.width}x{settings.height}"
+            )
+        self.render_settings = dataclasses.replace(
+            settings, camera=settings.camera or self._roles.cameras[0],
+            mujoco_gl=os.environ.get("MUJOCO_GL", ""),
+        )
+        self.install_model(first)
+        self._camera_id(self.render_settings.camera)  # validate the camera name
+        self.observation_space = self._make_obs_space()
+
+    # -- MujocoScene ---------------------------------------------------------------------
+
+    @property
+    def model(self) -> mujoco.MjModel:
+        """The compiled model currently simulated."""
+        return self.env.unwrapped.model  # type: ignore[attr-defined]
+
+    @property
+    def data(self) -> mujoco.MjData:
+        """The simulation data."""
+        return self.env.unwrapped.data  # type: ignore[attr-defined]
+
+    @property
+    def roles(self) -> SceneRoles:
+        """Scene roles of this env."""
+        return self._roles
+
+    @property
+    def rule(self) -> SuccessRule:
+        """The success rule in force."""
+        return self._rule
+
+    def nominal_spec(self) -> mujoco.MjSpec:
+        """A fresh nominal MjSpec (Gymnasium's XML, names filled in, added camera)."""
+        return build_nominal_spec(self.gym_id, self.env.unwrapped.fullpath)  # type: ignore[attr-defined]
+
+    def install_model(self, model: mujoco.MjModel) -> None:
+        """Simulate ``model`` from now on; keeps spaces, state and the renderers in sync.
+
+        The current ``qpos``/``qvel``/``act``/``ctrl``/``time`` carry over to the new
+        ``MjData``; ``init_qpos``/``init_qvel`` are kept. Gymnasium's own viewers
+        are closed (rebuilt lazily on the next ``render()``) and the pixel
+        renderer is pointed at the new model. Render settings are written into
+        ``model.vis``.
+
+        Raises:
+            SceneError: If ``model`` changes the number of qpos, qvel or
+                actuators, or the observation size; the previous model stays.
+        """
+        inner: Any = self.env.unwrapped
+        sizes = (model.nq, model.nv, model.nu)
+        if sizes != self._init_sizes:
+            raise SceneError(
+                f"the installed model has (nq, nv, nu) = {sizes} but {self.gym_id} needs "
+                f"{self._init_sizes}; add distractors as static world geoms, not jointed bodies"
+            )
+        s = self.render_settings
+        model.vis.quality.shadowsize = s.shadowsize
+        model.vis.quality.offsamples = s.offsamples
+        model.vis.global_.offwidth = max(model.vis.global_.offwidth, s.width, inner.width)
+        model.vis.global_.offheight = max(model.vis.global_.offheight, s.height, inner.height)
+        old_model, old_data = inner.model, inner.data
+        data = mujoco.MjData(model)
+        data.qpos[:], data.qvel[:], data.ctrl[:] = old_data.qpos, old_data.qvel, old_data.ctrl
+        if model.na == old_model.na:
+            data.act[:] = old_data.act
+        data.time = old_data.time
+        mujoco.mj_forward(model, data)
+        inner.model, inner.data = model, data
+        got = np.shape(inner._get_obs())
+        if got != self._inner_obs_shape:
+            inner.model, inner.data = old_model, old_data
+            raise SceneError(OBS_SIZE_CHANGED.format(
+                env=self.gym_id, expected=self._inner_obs_shape, got=got))
+        viewer = inner.mujoco_renderer
+        viewer.close()
+        viewer._viewers, viewer.viewer = {}, None
+        viewer.model, viewer.data = model, data
+        if self._renderer is not None:
+            self._renderer.set_model(model)
+
+    def textures_changed(self, texture_ids: tuple[int, ...]) -> None:
+        """Re-upload ``model.tex_data`` of ``texture_ids`` to every open GL context."""
+        if not texture_ids:
+            return
+        if self._renderer is not None:
+            self._renderer.upload_textures(texture_ids)
+        for v in getattr(self.env.unwrapped.mujoco_renderer, "_viewers", {}).values():
+            v.make_context_current()
+            for t in texture_ids:
+                mujoco.mjr_uploadTexture(v.model, v.con, int(t))
+
+    def observe(self) -> Any:
+        """The observation of the current state (runs ``mj_forward`` first)."""
+        inner: Any = self.env.unwrapped
+        mujoco.mj_forward(inner.model, inner.data)
+        return self._transform(inner._get_obs())
+
+    def render_frame(
+        self, camera: str | None = None, width: int = 84, height: int = 84
+    ) -> np.ndarray:
+        """Render ``(height, width, 3) uint8`` RGB from ``camera`` (default ``roles.cameras[0]``).
+
+        Raises:
+            SceneError: On an unknown camera name.
+            RenderError: If no offscreen GL context can be created.
+        """
+        cam = self._camera_id(camera or self._roles.cameras[0])
+        if self._renderer is None:
+            self._renderer = PixelRenderer(self.model)
+        return self._renderer.render(self.data, cam, int(width), int(height))
+
+    # -- gym API ---------------------------------------------------------------------------
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None
+              ) -> tuple[Any, dict[str, Any]]:
+        """Reset the env; ``info`` gets ``success=False`` and ``episode_return=0``."""
+        obs, info = self.env.reset(seed=seed, options=options)
+        self._episode_return = 0.0
+        info = dict(info)
+        info["success"] = False
+        info["episode_return"] = 0.0
+        return self._transform(obs), info
+
+    def step(self, action: Any) -> tuple[Any, Any, bool, bool, dict[str, Any]]:
+        """Step; ``info`` gets ``success`` (decided at the last step) and ``episode_return``."""
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        self._episode_return += float(reward)
+        metric = self._metric()
+        success = False
+        if terminated or truncated:
+            if self._rule.kind == "distance":
+                success = metric < self._rule.threshold
+            else:
+                success = (not terminated) and metric >= self._rule.threshold
+        info = dict(info)
+        info["success"] = bool(success)
+        info["episode_return"] = self._episode_return
+        info["robogen"] = {"success_metric": metric}
+        return self._transform(obs), reward, terminated, truncated, info
+
+    def close(self) -> None:
+        """Free the pixel renderer and close the env."""
+        if self._renderer is not None:
+            self._renderer.close()
+            self._renderer = None
+        super().close()
+
+    # -- helpers ---------------------------------------------------------------------------
+
+    def _metric(self) -> float:
+        if self._rule.kind == "distance":
+            a = self.data.body(self._rule.body_a).xpos[:2]
+            b = self.data.body(self._rule.body_b).xpos[:2]
+            return float(np.linalg.norm(a - b))
+        return self._episode_return
+
+    def _camera_id(self, name: str) -> int:
+        cid = mujoco.mj_name2id(self.model, mujoco.mjtObj.mjOBJ_CAMERA, name)
+        if cid < 0:
+            names = [self.model.camera(i).name for i in range(self.model.ncam)]
+            raise SceneError(f"{self.gym_id} has no camera {name!r}; cameras: {names}")
+        return cid
+
+    def _make_obs_space(self) -> spaces.Space[Any]:
+        state = spaces.Box(-np.inf, np.inf, shape=self._inner_obs_shape, dtype=np.float32)
+        s = self.render_settings
+        pixels = spaces.Box(0, 255, shape=(s.height, s.width, 3), dtype=np.uint8)
+        if self.obs_mode == "state":
+            return state
+        if self.obs_mode == "pixels":
+            return pixels
+        return spaces.Dict({"state": state, "pixels": pixels})
+
+    def _transform(self, obs: Any) -> Any:
+        if self.obs_mode == "state":
+            return np.asarray(obs, dtype=np.float32)
+        s = self.render_settings
+        img = self.render_frame(s.camera, s.width, s.height)
+        if self.obs_mode == "pixels":
+            return img
+        return {"state": np.asarray(obs, dtype=np.float32), "pixels": img}
+
+
+def make_adapted(
+    gym_id: str,
+    *,
+    obs_mode: str = "state",
+    max_steps: int | None = None,
+    render: RenderSettings | None = None,
+    success_threshold: float | None = None,
+    **kwargs: Any,
+) -> GymMujocoAdapter:
+    """Create Gymnasium's ``gym_id`` wrapped as a perturbable robogen env.
+
+    Args:
+        gym_id: A :data:`SUPPORTED` id, e.g. ``Hopper-v5``.
+        obs_mode: ``state``, ``pixels`` or ``state+pixels``.
+        max_steps: Step limit (None: the registered limit).
+        render: Pixel settings; None: 84x84, shadows and MSAA off.
+        success_threshold: Return threshold replacing the env's success rule.
+        **kwargs: Passed to ``gymnasium.make`` (e.g. ``reset_noise_scale``).
+
+    Returns:
+        A :class:`GymMujocoAdapter`.
+
+    Raises:
+        UnknownNameError: If ``gym_id`` is not supported (lists close matches).
+        InvalidSpecError: On a bad observation mode or step limit.
+    """
+    _check_id(gym_id)
+    if obs_mode not in OBS_MODES:
+        raise InvalidSpecError(f"obs_mode must be one of {OBS_MODES}, got {obs_mode!r}")
+    if max_steps is not None and (not isinstance(max_steps, int) or max_steps < 1):
+        raise InvalidSpecError(f"max_steps must be a positive integer, got {max_steps!r}")
+    limit = max_steps or gym.spec(gym_id).max_episode_steps
+    env = gym.make(gym_id, max_episode_steps=limit, **kwargs)
+    return GymMujocoAdapter(env, obs_mode=obs_mode, render=render,
+                            success_threshold=success_threshold)

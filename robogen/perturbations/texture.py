@@ -1,0 +1,213 @@
+"""The ``texture`` axis: appearance of the table, the floor/background and the objects.
+
+Each surface group (``table``, ``floor``, ``object`` of the scene roles) gets a
+*look*: a procedural pattern (``flat``, ``checker``, ``gradient``, ``noise``)
+in a two-colour palette. Where a group's geom has a textured material the
+pattern is written into the texture's pixels (``model.tex_data``; the wrapper
+then re-uploads it to the renderer) and the material's colour is moved toward
+white so the pattern shows unmodulated; where it has no texture only its
+colour changes (``geom_rgba``, or ``mat_rgba`` when the material colour is in
+use), to the palette's first colour. The floor group also re-paints skybox
+textures, the scene's background.
+
+Severity is the blend weight between the nominal and the sampled look
+(pixel-wise for textures, per channel for colours): 0 is nominal, 1 the full
+look.
+
+Splits (Factor-World style): the palette's first hue comes from alternating
+30 deg hue sectors (train: even, test: odd) and the second hue is its
+complement (180 deg away, the same sector parity), so no (pattern, palette)
+value of ``train`` occurs in ``test``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, ClassVar
+
+import mujoco
+import numpy as np
+
+from robogen.perturbations import _util as u
+from robogen.perturbations.base import Axis, Perturbation, register_axis
+
+if TYPE_CHECKING:
+    from robogen.envs.base import MujocoScene
+
+PATTERNS = ("flat", "checker", "gradient", "noise")
+"""Procedural patterns a look may use."""
+GROUPS = ("table", "floor", "object")
+"""Surface groups, from ``roles.table_geoms``, ``roles.floor_geoms``, ``roles.object_geoms``."""
+CELLS = (2, 4, 8)
+"""Checker cells / noise lattice cells per texture side."""
+_DEFAULT_RGBA = np.array([0.5, 0.5, 0.5, 1.0], dtype=np.float32)
+_RGB_ROLE = int(mujoco.mjtTextureRole.mjTEXROLE_RGB)
+
+
+@dataclass(frozen=True, slots=True)
+class SurfaceLook:
+    """The look of one surface group.
+
+    Attributes:
+        group: ``table``, ``floor`` or ``object``.
+        geoms: Names of the group's geoms (from the scene roles).
+        pattern: One of :data:`PATTERNS`.
+        rgb1: First palette colour, channels in [0, 1] (the colour of untextured geoms).
+        rgb2: Second palette colour.
+        cells: Checker cells / noise lattice cells per texture side.
+        angle_rad: Direction of a gradient in texture space [rad].
+        noise_seed: Seed of the noise lattice.
+    """
+
+    group: str
+    geoms: tuple[str, ...]
+    pattern: str
+    rgb1: tuple[float, float, float]
+    rgb2: tuple[float, float, float]
+    cells: int
+    angle_rad: float
+    noise_seed: int
+
+    def image(self, height: int, width: int) -> np.ndarray:
+        """The pattern as ``(height, width, 3) float64`` RGB in [0, 1]."""
+        y, x = np.meshgrid(np.linspace(0.0, 1.0, height, endpoint=False),
+                           np.linspace(0.0, 1.0, width, endpoint=False), indexing="ij")
+        if self.pattern == "flat":
+            w = np.zeros_like(x)
+        elif self.pattern == "checker":
+            w = ((np.floor(x * self.cells) + np.floor(y * self.cells)) % 2).astype(float)
+        elif self.pattern == "gradient":
+            proj = x * math.cos(self.angle_rad) + y * math.sin(self.angle_rad)
+            w = (proj - proj.min()) / max(float(np.ptp(proj)), 1e-12)
+        else:  # noise: bilinear value noise on a cells x cells lattice
+            lattice = np.random.default_rng(self.noise_seed).random((self.cells + 1, self.cells + 1))
+            gy, gx = y * self.cells, x * self.cells
+            i0, j0 = np.floor(gy).astype(int), np.floor(gx).astype(int)
+            fy, fx = gy - i0, gx - j0
+            w = ((1 - fy) * (1 - fx) * lattice[i0, j0] + (1 - fy) * fx * lattice[i0, j0 + 1]
+                 + fy * (1 - fx) * lattice[i0 + 1, j0] + fy * fx * lattice[i0 + 1, j0 + 1])
+        c1, c2 = np.asarray(self.rgb1), np.asarray(self.rgb2)
+        return c1 * (1.0 - w[..., None]) + c2 * w[..., None]
+
+
+def _texture_of(model: mujoco.MjModel, matid: int) -> int:
+    texid = model.mat_texid[matid]
+    return int(texid[_RGB_ROLE] if np.ndim(texid) else texid)
+
+
+def _skyboxes(model: mujoco.MjModel) -> list[int]:
+    return [t for t in range(model.ntex)
+            if int(model.tex_type[t]) == int(mujoco.mjtTexture.mjTEXTURE_SKYBOX)]
+
+
+@dataclass(frozen=True, slots=True)
+class TexturePerturbation(Perturbation):
+    """Concrete surface looks of one episode.
+
+    Attributes:
+        amount: Blend weight from the nominal toward the sampled looks, in [0, 1] [-].
+        looks: One look per surface group the scene has.
+    """
+
+    axis: ClassVar[str] = "texture"
+    MODEL_FIELDS: ClassVar[tuple[str, ...]] = ("geom_rgba", "mat_rgba", "tex_data")
+
+    amount: float
+    looks: tuple[SurfaceLook, ...]
+
+    def _targets(self, model: mujoco.MjModel, nominal: mujoco.MjModel
+                 ) -> list[tuple[SurfaceLook, list[int], list[int], list[int]]]:
+        """Per look: (look, geoms coloured by geom_rgba, materials, textures) to edit."""
+        out = []
+        for look in self.looks:
+            geoms: list[int] = []
+            mats: list[int] = []
+            texs: list[int] = []
+            for g in u.ids_of(model, mujoco.mjtObj.mjOBJ_GEOM, look.geoms, f"{look.group} geom"):
+                mat = int(model.geom_matid[g])
+                tex = _texture_of(model, mat) if mat >= 0 else -1
+                if mat < 0 or not np.array_equal(nominal.geom_rgba[g], _DEFAULT_RGBA):
+                    geoms.append(g)  # the renderer uses geom_rgba (see mjv's material rule)
+                elif mat not in mats:
+                    mats.append(mat)
+                if tex >= 0 and tex not in texs:
+                    texs.append(tex)
+            if look.group == "floor" and look.geoms:
+                texs.extend(t for t in _skyboxes(model) if t not in texs)
+            out.append((look, geoms, mats, texs))
+        return out
+
+    def apply_model(self, model: mujoco.MjModel, nominal: mujoco.MjModel, scene: MujocoScene
+                    ) -> bool:
+        """Blend colours and texture pixels toward the looks; see the module docstring."""
+        a = float(self.amount)
+        changed = False
+        for look, geoms, mats, texs in self._targets(model, nominal):
+            for g in geoms:
+                mat = int(model.geom_matid[g])
+                has_tex = mat >= 0 and _texture_of(model, mat) >= 0
+                goal = np.ones(3) if has_tex else np.asarray(look.rgb1)
+                model.geom_rgba[g, :3] = (1 - a) * nominal.geom_rgba[g, :3] + a * goal
+                changed = True
+            for m in mats:
+                goal = np.ones(3) if _texture_of(model, m) >= 0 else np.asarray(look.rgb1)
+                model.mat_rgba[m, :3] = (1 - a) * nominal.mat_rgba[m, :3] + a * goal
+                changed = True
+            for t in texs:
+                adr, h, w = int(model.tex_adr[t]), int(model.tex_height[t]), int(model.tex_width[t])
+                nch = int(model.tex_nchannel[t])
+                n = h * w * nch
+                nom = nominal.tex_data[adr:adr + n].reshape(h, w, nch).astype(float)
+                img = nom.copy()
+                k = min(nch, 3)
+                img[..., :k] = (1 - a) * nom[..., :k] + a * 255.0 * look.image(h, w)[..., :k]
+                model.tex_data[adr:adr + n] = np.clip(np.rint(img), 0, 255).astype(np.uint8).ravel()
+                changed = True
+        return changed
+
+    def textures_touched(self, model: mujoco.MjModel) -> tuple[int, ...]:
+        """Ids of the textures whose pixels :meth:`apply_model` writes."""
+        out = {t for _, _, _, texs in self._targets(model, model) for t in texs}
+        return tuple(sorted(out))
+
+
+@register_axis("texture")
+class TextureAxis(Axis):
+    """Table, floor/background and object appearance: colours and procedural textures."""
+
+    kind: ClassVar[str] = "visual"
+    description: ClassVar[str] = (
+        "table, floor/background and object colours and procedural textures "
+        "(checker, gradient, noise)"
+    )
+
+    def missing_roles(self, scene: MujocoScene) -> str | None:
+        """Reason when the scene names no table, floor or object geoms."""
+        r = scene.roles
+        if not (r.table_geoms or r.floor_geoms or r.object_geoms):
+            return "the scene names no table, floor or object geoms"
+        return None
+
+    def sample(self, rng: np.random.Generator, severity: float, split: str, scene: MujocoScene
+               ) -> TexturePerturbation:
+        """Draw one look per surface group the scene has."""
+        u.check_level(severity, split)
+        looks = []
+        for group in GROUPS:
+            names = tuple(getattr(scene.roles, f"{group}_geoms"))
+            if not names:
+                continue
+            hue = u.split_hue(rng, split)
+            sat = float(rng.uniform(0.45, 0.9))
+            looks.append(SurfaceLook(
+                group=group,
+                geoms=names,
+                pattern=PATTERNS[int(rng.integers(len(PATTERNS)))],
+                rgb1=u.hsv(hue, sat, float(rng.uniform(0.55, 0.95))),
+                rgb2=u.hsv(hue + 0.5, sat, float(rng.uniform(0.15, 0.5))),
+                cells=int(CELLS[int(rng.integers(len(CELLS)))]),
+                angle_rad=round(float(rng.uniform(0.0, 2.0 * math.pi)), 6),
+                noise_seed=int(rng.integers(2**31 - 1)),
+            ))
+        return TexturePerturbation(amount=round(float(severity), 6), looks=tuple(looks))

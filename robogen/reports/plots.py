@@ -1,0 +1,235 @@
+"""Report figures as PNG bytes (matplotlib, Agg, no pyplot global state).
+
+Each function draws one figure from a :class:`~robogen.reports.records.Report`
+and returns the encoded PNG, so the same bytes can be saved next to the report
+and embedded in ``report.html``. Figures are built on
+:class:`matplotlib.figure.Figure` directly: no GUI backend, no global figure
+registry, safe to call from worker threads.
+"""
+
+from __future__ import annotations
+
+import io
+import math
+from pathlib import Path
+
+import numpy as np
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+from matplotlib.patches import Patch
+
+from robogen.reports.records import (
+    STATUS_NOT_APPLIED,
+    STATUS_NOT_OBSERVED,
+    STATUS_OK,
+    AxisGap,
+    Report,
+)
+
+DPI = 100
+_OK_COLOR = "#3366aa"
+_FLAG_COLOR = "#aaaaaa"
+_COMBINED_COLOR = "#aa4433"
+
+PLOT_FILES = {
+    "gaps": "gaps.png",
+    "severity": "severity.png",
+    "conditions": "conditions.png",
+}
+"""Plot key -> file name written by :func:`save_plots`."""
+
+
+def gap_chart_png(report: Report) -> bytes:
+    """Horizontal bars of every paired gap with its bootstrap interval.
+
+    Rows follow the difficulty order (hardest on top), then severity; the
+    combined conditions come last in red. Visual axes a state-only policy does
+    not observe are grey; axes that were not applied get a text marker instead
+    of a bar (so no 0.00 bar is drawn for them).
+
+    Args:
+        report: The report.
+
+    Returns:
+        PNG image bytes.
+    """
+    rows: list[AxisGap] = [*report.gaps, *report.combined_gaps]
+    fig = _figure(7.0, 1.2 + 0.32 * max(len(rows), 1))
+    ax = fig.add_subplot()
+    if not rows:
+        _empty(ax, "no perturbed conditions")
+        return _png(fig)
+    ys = np.arange(len(rows))
+    used: dict[str, str] = {}
+    for y, g in zip(ys, rows, strict=True):
+        if not math.isfinite(g.gap):
+            ax.text(0.0, y, f"  {g.status}", va="center", ha="left", fontsize=8, color="#666666")
+            continue
+        color, kind = _OK_COLOR, "single axis"
+        if g.status == STATUS_NOT_OBSERVED:
+            color, kind = _FLAG_COLOR, STATUS_NOT_OBSERVED
+        elif len(g.axes) > 1:
+            color, kind = _COMBINED_COLOR, "several axes combined"
+        used[kind] = color
+        ax.barh(y, g.gap, color=color, height=0.7)
+        ax.errorbar(
+            g.gap,
+            y,
+            xerr=[[g.gap - g.ci_low], [g.ci_high - g.gap]],
+            fmt="none",
+            ecolor="black",
+            capsize=3,
+            linewidth=1,
+        )
+    ax.set_yticks(ys, [_row_label(g) for g in rows], fontsize=8)
+    ax.invert_yaxis()
+    ax.axvline(0.0, color="black", linewidth=0.8)
+    ax.set_xlim(
+        min(-0.1, _finite_min([g.ci_low for g in rows])) - 0.05,
+        max(0.1, _finite_max([g.ci_high for g in rows])) + 0.05,
+    )
+    ax.set_xlabel(f"generalization gap: nominal − perturbed success ({_pct(report)} CI)")
+    ax.set_title("Success lost per axis (paired, same episodes)", fontsize=10)
+    ax.grid(axis="x", alpha=0.3)
+    if len(used) > 1 or STATUS_NOT_OBSERVED in used:
+        handles = [Patch(color=c, label=k) for k, c in used.items()]
+        ax.legend(
+            handles=handles, fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False
+        )
+    return _png(fig)
+
+
+def severity_chart_png(report: Report) -> bytes:
+    """Success rate against severity per axis, with Wilson interval bands.
+
+    Each curve starts at the nominal condition (severity 0). Axes that were
+    not applied are drawn dashed.
+
+    Args:
+        report: The report.
+
+    Returns:
+        PNG image bytes.
+    """
+    fig = _figure(7.0, 4.2)
+    ax = fig.add_subplot()
+    curves = report.severity_curves
+    if not curves:
+        _empty(ax, "no severity levels")
+        return _png(fig)
+    colors = [f"C{i % 10}" for i in range(len(curves))]
+    for c, color in zip(curves, colors, strict=True):
+        x = np.asarray(c.severities, dtype=float)
+        y = np.asarray(c.success_rates, dtype=float)
+        style = "--" if c.status == STATUS_NOT_APPLIED else "-"
+        label = c.axis if c.status == STATUS_OK else f"{c.axis} ({c.status})"
+        ax.plot(x, y, style, marker="o", color=color, label=label, linewidth=1.5, markersize=4)
+        ax.fill_between(x, c.ci_lows, c.ci_highs, color=color, alpha=0.12, linewidth=0)
+    ax.set_xlim(-0.03, 1.03)
+    ax.set_ylim(-0.02, 1.02)
+    ax.set_xlabel("severity (0 = nominal, 1 = widest shift)")
+    ax.set_ylabel("success rate")
+    ax.set_title(f"Success against severity ({_pct(report)} Wilson bands)", fontsize=10)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7, loc="lower left", ncol=2, frameon=False)
+    return _png(fig)
+
+
+def condition_chart_png(report: Report) -> bytes:
+    """Success rate per condition with its Wilson interval.
+
+    Args:
+        report: The report.
+
+    Returns:
+        PNG image bytes.
+    """
+    conds = [c for c in report.conditions if c.n > 0]
+    fig = _figure(7.0, 1.2 + 0.28 * max(len(conds), 1))
+    ax = fig.add_subplot()
+    if not conds:
+        _empty(ax, "no episodes recorded")
+        return _png(fig)
+    ys = np.arange(len(conds))
+    rates = np.array([c.success_rate for c in conds])
+    lows = np.array([c.ci_low for c in conds])
+    highs = np.array([c.ci_high for c in conds])
+    colors = [_FLAG_COLOR if not c.axes else _OK_COLOR for c in conds]
+    ax.barh(ys, rates, color=colors, height=0.7)
+    ax.errorbar(
+        rates,
+        ys,
+        xerr=[rates - lows, highs - rates],
+        fmt="none",
+        ecolor="black",
+        capsize=3,
+        linewidth=1,
+    )
+    ax.set_yticks(ys, [f"{c.condition} (n={c.n})" for c in conds], fontsize=8)
+    ax.invert_yaxis()
+    ax.set_xlim(0.0, 1.0)
+    ax.set_xlabel(f"success rate ({_pct(report)} Wilson CI)")
+    ax.set_title("Success per condition", fontsize=10)
+    ax.grid(axis="x", alpha=0.3)
+    return _png(fig)
+
+
+def all_plots_png(report: Report) -> dict[str, bytes]:
+    """Every report figure, keyed like :data:`PLOT_FILES`."""
+    return {
+        "gaps": gap_chart_png(report),
+        "severity": severity_chart_png(report),
+        "conditions": condition_chart_png(report),
+    }
+
+
+def save_plots(report: Report, out_dir: Path) -> dict[str, Path]:
+    """Write every figure as PNG into ``out_dir`` (created if missing), atomically.
+
+    Returns:
+        Plot key -> written path (names from :data:`PLOT_FILES`).
+    """
+    from robogen.reports.writers import atomic_write_bytes
+
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    return {
+        key: atomic_write_bytes(out_dir / PLOT_FILES[key], data)
+        for key, data in all_plots_png(report).items()
+    }
+
+
+def _figure(width_in: float, height_in: float) -> Figure:
+    fig = Figure(figsize=(width_in, height_in), dpi=DPI, layout="constrained")
+    FigureCanvasAgg(fig)
+    return fig
+
+
+def _png(fig: Figure) -> bytes:
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=DPI, metadata={"Software": None})
+    return buf.getvalue()
+
+
+def _empty(ax, text: str) -> None:  # noqa: ANN001 - matplotlib Axes
+    ax.text(0.5, 0.5, text, ha="center", va="center", transform=ax.transAxes)
+    ax.set_axis_off()
+
+
+def _row_label(g: AxisGap) -> str:
+    level = f"{g.severity:g}" if g.split == "all" else g.split
+    return f"{g.axis} @{level}"
+
+
+def _pct(report: Report) -> str:
+    return f"{report.confidence * 100:g}%"
+
+
+def _finite_min(xs: list[float]) -> float:
+    f = [x for x in xs if math.isfinite(x)]
+    return min(f) if f else 0.0
+
+
+def _finite_max(xs: list[float]) -> float:
+    f = [x for x in xs if math.isfinite(x)]
+    return max(f) if f else 0.0

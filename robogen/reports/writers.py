@@ -1,0 +1,484 @@
+"""Write a :class:`Report` as ``report.json``, ``report.md`` and ``report.html``.
+
+* ``report.json``: :meth:`Report.to_dict` as strict JSON (versioned schema).
+* ``report.md``: compact enough for a pull-request comment.
+* ``report.html``: one self-contained file (inline CSS, plots embedded as
+  base64 PNG, no external assets) that opens offline; videos are linked by
+  paths relative to the run dir.
+
+Every file is written to a temporary name in the same directory and moved into
+place with :func:`os.replace`, so a reader never sees a half-written report.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import json
+import math
+import os
+import tempfile
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from urllib.parse import quote
+
+from robogen.errors import InvalidSpecError, RunDirError
+from robogen.reports.records import (
+    REPORT_SCHEMA_VERSION,
+    STATUS_OK,
+    AxisGap,
+    ConditionStats,
+    InteractionStats,
+    Report,
+)
+from robogen.types import to_dict
+
+REPORT_JSON = "report.json"
+REPORT_MD = "report.md"
+REPORT_HTML = "report.html"
+PLOTS_DIR = "plots"
+
+NO_REPORT = "no {name} in {path}; build it with: robogen report {run_dir}"
+CORRUPT_REPORT = (
+    "{path} is not a valid robogen report ({why}); rebuild it with: robogen report {run_dir}"
+)
+NA = "n/a"
+
+
+def write_report(
+    report: Report,
+    run_dir: Path,
+    *,
+    plots: bool = True,
+    videos: Mapping[str, str] | None = None,
+) -> dict[str, Path]:
+    """Write ``report.json``, ``report.md``, ``report.html`` (and plots) into ``run_dir``.
+
+    Args:
+        report: The report to write.
+        run_dir: Existing run directory.
+        plots: Also draw the figures: saved as ``plots/*.png`` and embedded in the HTML.
+        videos: Label -> video path (relative to ``run_dir``, or absolute inside
+            it), e.g. ``{"texture@1 ep 3": "videos/texture@1_ep3.mp4"}``;
+            linked from the HTML and listed in the markdown.
+
+    Returns:
+        Keys ``json``, ``md``, ``html`` (and ``plot_gaps``, ``plot_severity``,
+        ``plot_conditions`` when ``plots``) -> written path.
+
+    Raises:
+        RunDirError: If ``run_dir`` is not a directory.
+        InvalidSpecError: If a video path is a URL or lies outside ``run_dir``.
+    """
+    run_dir = Path(run_dir)
+    if not run_dir.is_dir():
+        raise RunDirError(f"run dir {str(run_dir)!r} does not exist or is not a directory")
+    links = _video_links(run_dir, videos or {})
+    written: dict[str, Path] = {}
+    images: dict[str, bytes] = {}
+    if plots:
+        from robogen.reports.plots import PLOT_FILES, all_plots_png
+
+        images = all_plots_png(report)
+        (run_dir / PLOTS_DIR).mkdir(exist_ok=True)
+        for key, data in images.items():
+            written[f"plot_{key}"] = atomic_write_bytes(run_dir / PLOTS_DIR / PLOT_FILES[key], data)
+    text = json.dumps(report.to_dict(), indent=2, allow_nan=False) + "\n"
+    written["json"] = atomic_write_bytes(run_dir / REPORT_JSON, text.encode())
+    written["md"] = atomic_write_bytes(
+        run_dir / REPORT_MD, render_markdown(report, videos=links).encode()
+    )
+    page = render_html(report, images=images, videos=links)
+    written["html"] = atomic_write_bytes(run_dir / REPORT_HTML, page.encode())
+    return written
+
+
+def load_report(path: Path) -> Report:
+    """Read a report from ``report.json`` (or a run dir holding one).
+
+    Raises:
+        RunDirError: If the file is missing, not JSON, from another schema
+            version, or lacks fields.
+    """
+    path = Path(path)
+    file = path / REPORT_JSON if path.is_dir() else path
+    run_dir = file.parent
+    if not file.is_file():
+        raise RunDirError(NO_REPORT.format(name=file.name, path=str(run_dir), run_dir=run_dir))
+    try:
+        data = json.loads(file.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise RunDirError(
+            CORRUPT_REPORT.format(path=file, why=f"not JSON: {e}", run_dir=run_dir)
+        ) from e
+    if not isinstance(data, dict):
+        why = f"top level is {type(data).__name__}, expected an object"
+        raise RunDirError(CORRUPT_REPORT.format(path=file, why=why, run_dir=run_dir))
+    if data.get("schema_version") != REPORT_SCHEMA_VERSION:
+        got = data.get("schema_version")
+        why = f"schema_version {got!r}, this robogen reads {REPORT_SCHEMA_VERSION}"
+        raise RunDirError(CORRUPT_REPORT.format(path=file, why=why, run_dir=run_dir))
+    try:
+        return Report.from_dict(data)
+    except (KeyError, TypeError, ValueError, AttributeError) as e:
+        why = f"missing or malformed field: {type(e).__name__}: {e}"
+        raise RunDirError(CORRUPT_REPORT.format(path=file, why=why, run_dir=run_dir)) from e
+
+
+def atomic_write_bytes(path: Path, data: bytes) -> Path:
+    """Write ``data`` to ``path`` via a temporary file in the same directory and ``os.replace``."""
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
+
+
+# ---------------------------------------------------------------------------- markdown
+
+
+def render_markdown(report: Report, *, videos: Mapping[str, str] | None = None) -> str:
+    """The report as compact GitHub markdown (fits a pull-request comment)."""
+    m = report.manifest
+    ci = f"{report.confidence * 100:g}% CI"
+    out = [f"### robogen report: `{m.env_id}` · `{m.policy}`", "", _header_line(report), ""]
+    if report.difficulty_order:
+        out += [f"**Difficulty (hardest first):** {' > '.join(report.difficulty_order)}", ""]
+    gaps = [*report.gaps, *report.combined_gaps]
+    if gaps:
+        out += [
+            f"| axis | level | gap [{ci}] | rel. drop | n10 / n01 | pairs | status |",
+            "|---|---|---|---|---|---|---|",
+        ]
+        out += [_md_gap_row(g) for g in gaps]
+        out.append("")
+    if report.interactions:
+        out += [
+            f"| combination | combined gap | sum of singles | interaction [{ci}] | n |",
+            "|---|---|---|---|---|",
+        ]
+        out += [_md_interaction_row(i) for i in report.interactions]
+        out.append("")
+    out += [
+        f"| condition | success [{ci}] | return (mean ± sd) | length | n | failures |",
+        "|---|---|---|---|---|---|",
+    ]
+    out += [_md_condition_row(c) for c in report.conditions]
+    notes = _grouped_notes(gaps)
+    if notes:
+        out += ["", "**Notes**"]
+        out += [
+            f"- {', '.join(f'`{c}`' for c in conds)}: **{status}**: {_md_escape(note)}"
+            for (status, note), conds in notes.items()
+        ]
+    if videos:
+        out += [
+            "",
+            "**Videos** (in the run dir): "
+            + ", ".join(f"[{_md_escape(k)}]({quote(v)})" for k, v in videos.items()),
+        ]
+    out += [
+        "",
+        "<sub>gap = nominal − perturbed success on the same episodes (paired); "
+        "n10 = pairs where only nominal succeeded, n01 = only perturbed.</sub>",
+        "",
+    ]
+    return "\n".join(out)
+
+
+def _header_line(report: Report, *, html_out: bool = False) -> str:
+    """One line of run facts; markdown code spans, or escaped HTML with ``<code>``."""
+    if html_out:
+        esc = html.escape
+
+        def code(s: str) -> str:
+            return f"<code>{html.escape(s)}</code>"
+    else:
+
+        def esc(s: str) -> str:
+            return s
+
+        def code(s: str) -> str:
+            return f"`{s}`"
+
+    m = report.manifest
+    parts = [
+        f"n = {m.n_episodes} episodes/condition",
+        f"seed {m.seed}",
+        f"max {m.max_steps} steps",
+        f"policy observes {code(report.policy_obs_mode)}",
+    ]
+    if m.spec_hash:
+        parts.append(f"spec {code(m.spec_hash[:12])}")
+    versions = ", ".join(f"{k} {v}" for k, v in m.versions.items() if k in ("robogen", "mujoco"))
+    if versions:
+        parts.append(esc(versions))
+    return " · ".join(parts)
+
+
+def _md_gap_row(g: AxisGap) -> str:
+    status = g.status if g.status != STATUS_OK else ""
+    return (
+        f"| {g.axis} | {_level(g.severity, g.split)} | {_gap_ci(g.gap, g.ci_low, g.ci_high)} "
+        f"| {_percent(g.relative_drop)} | {g.n10} / {g.n01} | {g.n_pairs} | {status} |"
+    )
+
+
+def _md_interaction_row(i: InteractionStats) -> str:
+    return (
+        f"| {'+'.join(i.axes)} @{_level(i.severity, i.split)} | {_signed(i.combined_gap)} "
+        f"| {_signed(i.sum_single_gaps)} | {_gap_ci(i.interaction, i.ci_low, i.ci_high)} | {i.n} |"
+    )
+
+
+def _md_condition_row(c: ConditionStats) -> str:
+    return (
+        f"| {c.condition} | {_rate_ci(c)} | {_num(c.mean_return)} ± {_num(c.std_return)} "
+        f"| {_num(c.mean_length, 0)} | {c.n} | {_causes(c.causes)} |"
+    )
+
+
+# ---------------------------------------------------------------------------- html
+
+_CSS = """
+body{font-family:system-ui,-apple-system,Segoe UI,Helvetica,Arial,sans-serif;margin:2em auto;
+max-width:980px;color:#222;line-height:1.4;padding:0 1em}
+h1{font-size:1.5em;margin-bottom:.2em}
+h2{font-size:1.15em;margin-top:1.6em;border-bottom:1px solid #ddd}
+table{border-collapse:collapse;margin:.5em 0;font-size:.9em}
+th,td{border:1px solid #ddd;padding:.25em .6em;text-align:right}
+th{background:#f3f3f3}td:first-child,th:first-child{text-align:left}
+tr.flag td{color:#777}tr.na td{color:#999;font-style:italic}
+.meta{color:#555}.note{color:#555;font-size:.9em}
+img{max-width:100%;display:block;margin:.5em 0}
+pre{background:#f7f7f7;padding:.8em;overflow:auto;font-size:.8em}
+video{max-width:100%}
+"""
+
+
+def render_html(
+    report: Report,
+    *,
+    images: Mapping[str, bytes] | None = None,
+    videos: Mapping[str, str] | None = None,
+) -> str:
+    """The report as one self-contained HTML page.
+
+    Args:
+        report: The report.
+        images: Plot key -> PNG bytes, embedded as ``data:`` URIs.
+        videos: Label -> path relative to the run dir (linked, never embedded).
+
+    Returns:
+        The HTML text; it references no external resource.
+    """
+    m = report.manifest
+    e = html.escape
+    ci = f"{report.confidence * 100:g}% CI"
+    parts = [
+        "<!DOCTYPE html>",
+        '<html lang="en"><head><meta charset="utf-8">',
+        f"<title>robogen report: {e(m.env_id)}</title><style>{_CSS}</style></head><body>",
+        f"<h1>robogen report: {e(m.env_id)}</h1>",
+        f'<p class="meta">policy <code>{e(m.policy)}</code> · {_header_line(report, html_out=True)}'
+        f" · built {e(report.created)}</p>",
+    ]
+    if report.difficulty_order:
+        parts.append(
+            f"<p><b>Difficulty (hardest first):</b> {e(' > '.join(report.difficulty_order))}</p>"
+        )
+    for key, title in (
+        ("gaps", "Generalization gaps"),
+        ("severity", "Success against severity"),
+        ("conditions", "Success per condition"),
+    ):
+        if images and key in images:
+            b64 = base64.b64encode(images[key]).decode("ascii")
+            parts.append(f'<img alt="{e(title)}" src="data:image/png;base64,{b64}">')
+    gaps = [*report.gaps, *report.combined_gaps]
+    if gaps:
+        parts.append("<h2>Gaps by axis</h2>")
+        rows = [
+            [
+                g.axis,
+                _level(g.severity, g.split),
+                _gap_ci(g.gap, g.ci_low, g.ci_high),
+                _percent(g.relative_drop),
+                f"{g.n10} / {g.n01}",
+                str(g.n_pairs),
+                "" if g.status == STATUS_OK else g.status,
+            ]
+            for g in gaps
+        ]
+        classes = [
+            "" if g.status == STATUS_OK else ("na" if not math.isfinite(g.gap) else "flag")
+            for g in gaps
+        ]
+        parts.append(
+            _html_table(
+                ["axis", "level", f"gap [{ci}]", "rel. drop", "n10 / n01", "pairs", "status"],
+                rows,
+                classes,
+            )
+        )
+    if report.interactions:
+        parts.append("<h2>Interactions</h2>")
+        rows = [
+            [
+                f"{'+'.join(i.axes)} @{_level(i.severity, i.split)}",
+                _signed(i.combined_gap),
+                _signed(i.sum_single_gaps),
+                _gap_ci(i.interaction, i.ci_low, i.ci_high),
+                str(i.n),
+            ]
+            for i in report.interactions
+        ]
+        parts.append(
+            _html_table(
+                ["combination", "combined gap", "sum of singles", f"interaction [{ci}]", "n"], rows
+            )
+        )
+        parts.append(
+            '<p class="note">interaction = combined gap − sum of single-axis gaps; '
+            "&gt; 0: the axes compound, &lt; 0: they overlap or saturate.</p>"
+        )
+    parts.append("<h2>Conditions</h2>")
+    rows = [
+        [
+            c.condition,
+            _rate_ci(c),
+            f"{_num(c.mean_return)} ± {_num(c.std_return)}",
+            _num(c.mean_length, 0),
+            str(c.n),
+            _causes(c.causes),
+        ]
+        for c in report.conditions
+    ]
+    parts.append(
+        _html_table(
+            ["condition", f"success [{ci}]", "return (mean ± sd)", "length", "n", "failures"], rows
+        )
+    )
+    notes = _grouped_notes(gaps)
+    if notes:
+        parts.append("<h2>Notes</h2><ul>")
+        parts += [
+            f"<li>{', '.join(f'<code>{e(c)}</code>' for c in conds)}: <b>{e(status)}</b>: "
+            f"{e(note)}</li>"
+            for (status, note), conds in notes.items()
+        ]
+        parts.append("</ul>")
+    if videos:
+        parts.append(
+            '<h2>Videos</h2><p class="note">Failed perturbed episode (right) next to '
+            "the nominal episode of the same seed (left); files in the run dir.</p><ul>"
+        )
+        for label, rel in videos.items():
+            href = e(quote(rel), quote=True)
+            parts.append(
+                f'<li><a href="{href}">{e(label)}</a><br>'
+                f'<video controls preload="none" src="{href}"></video></li>'
+            )
+        parts.append("</ul>")
+    manifest_json = json.dumps(to_dict(m), indent=2, default=str)
+    parts.append(f"<h2>Manifest</h2><pre>{e(manifest_json)}</pre>")
+    parts.append(
+        f'<p class="note">report schema {report.schema_version} · bootstrap '
+        f"{report.n_boot} resamples, seed {report.bootstrap_seed}</p></body></html>"
+    )
+    return "\n".join(parts) + "\n"
+
+
+def _html_table(
+    header: Sequence[str], rows: Sequence[Sequence[str]], classes: Sequence[str] | None = None
+) -> str:
+    e = html.escape
+    head = "".join(f"<th>{e(h)}</th>" for h in header)
+    body = []
+    for k, row in enumerate(rows):
+        cls = f' class="{classes[k]}"' if classes and classes[k] else ""
+        body.append(f"<tr{cls}>" + "".join(f"<td>{e(c)}</td>" for c in row) + "</tr>")
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+
+
+# ---------------------------------------------------------------------------- formatting
+
+
+def _video_links(run_dir: Path, videos: Mapping[str, str]) -> dict[str, str]:
+    out = {}
+    for label, p in videos.items():
+        s = str(p)
+        if "://" in s or s.startswith("//"):
+            raise InvalidSpecError(
+                f"video {label!r} path {s!r} is a URL; expected a file path relative to the run dir"
+            )
+        path = Path(s)
+        if path.is_absolute():
+            try:
+                path = path.resolve().relative_to(run_dir.resolve())
+            except ValueError as exc:
+                raise InvalidSpecError(
+                    f"video {label!r} path {s!r} is outside the run dir {str(run_dir)!r}; "
+                    "expected a file inside it so the report stays self-contained"
+                ) from exc
+        elif ".." in path.parts:
+            raise InvalidSpecError(
+                f"video {label!r} path {s!r} leaves the run dir; expected a path inside it"
+            )
+        out[str(label)] = path.as_posix()
+    return out
+
+
+def _grouped_notes(gaps: Sequence[AxisGap]) -> dict[tuple[str, str], list[str]]:
+    """(status, note) -> conditions sharing it, in first-seen order."""
+    out: dict[tuple[str, str], list[str]] = {}
+    for g in gaps:
+        if g.note:
+            out.setdefault((g.status, g.note), []).append(g.condition)
+    return out
+
+
+def _level(severity: float, split: str) -> str:
+    if split == "all":
+        return f"{severity:g}"
+    return split if severity == 1.0 else f"{split}:{severity:g}"
+
+
+def _signed(x: float) -> str:
+    return f"{x:+.2f}" if math.isfinite(x) else NA
+
+
+def _num(x: float, digits: int = 2) -> str:
+    return f"{x:.{digits}f}" if math.isfinite(x) else NA
+
+
+def _gap_ci(gap: float, low: float, high: float) -> str:
+    if not math.isfinite(gap):
+        return NA
+    return f"{gap:+.2f} [{low:+.2f}, {high:+.2f}]"
+
+
+def _percent(x: float) -> str:
+    return f"{x * 100:.0f}%" if math.isfinite(x) else NA
+
+
+def _rate_ci(c: ConditionStats) -> str:
+    if c.n == 0:
+        return NA
+    return f"{c.success_rate:.2f} [{c.ci_low:.2f}, {c.ci_high:.2f}]"
+
+
+def _causes(causes: Mapping[str, int]) -> str:
+    return ", ".join(f"{k} {v}" for k, v in causes.items()) or "–"
+
+
+def _md_escape(s: str) -> str:
+    return s.replace("|", "\\|")

@@ -1,0 +1,221 @@
+"""Policy loaders: the shipped SB3 checkpoint, bad checkpoints, random and python: policies."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import robogen
+from robogen.envs import make
+from robogen.errors import CheckpointError, InvalidSpecError, SpaceMismatchError, UnknownNameError
+from robogen.policies import POLICY_SCHEMES, LoadContext, Policy, load_policy
+from robogen.policies.sb3 import detect_algo
+from robogen.types import RenderSettings
+
+pytestmark = pytest.mark.filterwarnings("ignore:.*settotalmass.*")
+
+CKPT_DIR = Path(robogen.__file__).parent / "assets" / "checkpoints"
+CKPT = CKPT_DIR / "ppo_reacher.zip"
+VECNORM = CKPT_DIR / "ppo_reacher_vecnormalize.pkl"
+
+
+def _ctx(env_id: str, obs_mode: str = "state", vecnormalize: Path | None = None,
+         render: RenderSettings | None = None) -> LoadContext:
+    env = make(env_id, obs_mode=obs_mode, render=render)
+    ctx = LoadContext(env_id, env.observation_space, env.action_space, obs_mode,
+                      vecnormalize=str(vecnormalize) if vecnormalize else None)
+    env.close()
+    return ctx
+
+
+def test_schemes_registered() -> None:
+    assert {"sb3", "random", "python"} <= set(POLICY_SCHEMES.names())
+
+
+def test_shipped_checkpoint_acts_in_batches() -> None:
+    ctx = _ctx("gymnasium/Reacher-v5", vecnormalize=VECNORM)
+    policy = load_policy(f"sb3:{CKPT}", ctx)
+    assert isinstance(policy, Policy) and policy.algo == "ppo"
+    obs = np.random.default_rng(0).normal(size=(4, 10)).astype(np.float32)
+    act = policy.act(obs)
+    assert act.shape == (4, 2) and act.dtype == np.float32
+    assert np.all(np.abs(act) <= 1.0)
+    np.testing.assert_array_equal(policy.act(obs), act)  # deterministic
+    np.testing.assert_array_equal(policy.act(obs[1:2])[0], act[1])  # batch-independent
+    assert detect_algo(CKPT) == "ppo"
+    meta = json.loads((CKPT_DIR / "ppo_reacher.json").read_text())
+    assert meta["vecnormalize"] is True and meta["env_id"] == "Reacher-v5"
+
+
+def test_shipped_checkpoint_nominal_success_rate() -> None:
+    """The shipped policy succeeds often but not always (room for a generalization gap)."""
+    env = make("gymnasium/Reacher-v5")
+    ctx = LoadContext("gymnasium/Reacher-v5", env.observation_space, env.action_space,
+                      vecnormalize=str(VECNORM))
+    policy = load_policy(str(CKPT), ctx)  # a bare .zip path means sb3
+    successes, returns = [], []
+    for i in range(40):
+        obs, _ = env.reset(seed=10_000 + i)
+        done = False
+        while not done:
+            obs, _, term, trunc, info = env.step(policy.act(obs[None])[0])
+            done = term or trunc
+        successes.append(info["success"])
+        returns.append(info["episode_return"])
+    rate = float(np.mean(successes))
+    assert 0.4 <= rate <= 0.95, rate
+    assert -7.0 < float(np.mean(returns)) < -3.0  # random actions score about -43
+
+
+def test_checkpoint_for_another_env_names_both_spaces() -> None:
+    ctx = _ctx("gymnasium/Hopper-v5", vecnormalize=VECNORM)
+    with pytest.raises(SpaceMismatchError) as e:
+        load_policy(f"sb3:{CKPT}", ctx)
+    msg = str(e.value)
+    assert "(10,)" in msg and "(11,)" in msg and "gymnasium/Hopper-v5" in msg
+
+
+def test_missing_vecnormalize_is_an_error() -> None:
+    ctx = _ctx("gymnasium/Reacher-v5")
+    with pytest.raises(CheckpointError, match="--vecnormalize .*ppo_reacher_vecnormalize.pkl"):
+        load_policy(f"sb3:{CKPT}", ctx)
+
+
+def test_missing_vecnormalize_from_metadata_only(tmp_path: Path) -> None:
+    shutil.copy(CKPT, tmp_path / "agent.zip")
+    (tmp_path / "agent.json").write_text(json.dumps({"vecnormalize": True}))
+    with pytest.raises(CheckpointError, match="vecnormalize"):
+        load_policy(f"sb3:{tmp_path / 'agent.zip'}", _ctx("gymnasium/Reacher-v5"))
+    (tmp_path / "agent.json").unlink()  # nothing says it was normalized: loads
+    load_policy(f"sb3:{tmp_path / 'agent'}", _ctx("gymnasium/Reacher-v5"))
+
+
+def test_vecnormalize_of_another_env_is_a_space_mismatch(tmp_path: Path) -> None:
+    import gymnasium as gym
+    from stable_baselines3.common.vec_env import DummyVecEnv, VecNormalize
+
+    vn = VecNormalize(DummyVecEnv([lambda: gym.make("Hopper-v5")]))
+    vn.save(str(tmp_path / "hopper_vn.pkl"))
+    with pytest.raises(SpaceMismatchError, match=r"\(11,\)"):
+        load_policy(f"sb3:{CKPT}", _ctx("gymnasium/Reacher-v5", vecnormalize=tmp_path / "hopper_vn.pkl"))
+    (tmp_path / "junk.pkl").write_bytes(b"not a pickle")
+    with pytest.raises(CheckpointError, match="junk.pkl"):
+        load_policy(f"sb3:{CKPT}", _ctx("gymnasium/Reacher-v5", vecnormalize=tmp_path / "junk.pkl"))
+
+
+def test_missing_and_corrupt_checkpoints(tmp_path: Path) -> None:
+    ctx = _ctx("gymnasium/Reacher-v5")
+    with pytest.raises(CheckpointError, match="nope.zip does not exist"):
+        load_policy(f"sb3:{tmp_path / 'nope.zip'}", ctx)
+    bad = tmp_path / "bad.zip"
+    bad.write_bytes(b"PK\x03\x04 truncated garbage")
+    with pytest.raises(CheckpointError, match="bad.zip cannot be read"):
+        load_policy(f"sb3:{bad}", ctx)
+
+
+@pytest.mark.parametrize("algo", ["ppo", "a2c", "sac", "td3"])
+def test_algorithm_detection(algo: str, tmp_path: Path) -> None:
+    import stable_baselines3 as sb3
+
+    env = make("gymnasium/Reacher-v5")
+    cls = getattr(sb3, algo.upper())
+    kw = {"buffer_size": 100} if algo in ("sac", "td3") else {}
+    cls("MlpPolicy", env, device="cpu", **kw).save(str(tmp_path / "m.zip"))
+    assert detect_algo(tmp_path / "m.zip") == algo
+    ctx = LoadContext("gymnasium/Reacher-v5", env.observation_space, env.action_space)
+    policy = load_policy(f"sb3:{tmp_path / 'm.zip'}", ctx)
+    assert policy.algo == algo
+    assert policy.act(np.zeros((3, 10), np.float32)).shape == (3, 2)
+
+
+def test_image_policy_gets_channel_first_batches(tmp_path: Path) -> None:
+    from stable_baselines3 import PPO
+
+    render = RenderSettings(width=36, height=36)
+    env = make("gymnasium/Reacher-v5", obs_mode="pixels", render=render)
+    PPO("CnnPolicy", env, n_steps=8, batch_size=8, device="cpu").save(str(tmp_path / "cnn.zip"))
+    ctx = LoadContext("gymnasium/Reacher-v5", env.observation_space, env.action_space, "pixels")
+    policy = load_policy(f"sb3:{tmp_path / 'cnn.zip'}", ctx)
+    assert policy.observation_space.shape == (3, 36, 36) and policy.obs_mode == "pixels"
+    obs, _ = env.reset(seed=0)
+    act = policy.act(np.stack([obs, obs]))
+    assert act.shape == (2, 2) and act.dtype == np.float32
+
+
+def test_unknown_scheme_and_empty_uri() -> None:
+    ctx = _ctx("gymnasium/Reacher-v5")
+    with pytest.raises(UnknownNameError, match="sb3"):
+        load_policy("sb4:model.zip", ctx)
+    with pytest.raises(InvalidSpecError):
+        load_policy("  ", ctx)
+
+
+def test_random_policy_is_seeded_and_bounded() -> None:
+    ctx = _ctx("gymnasium/Pusher-v5")
+    a = load_policy("random:7", ctx).act(np.zeros((5, 23), np.float32))
+    b = load_policy("random:7", ctx).act(np.zeros((5, 23), np.float32))
+    c = load_policy("random", ctx).act(np.zeros((5, 23), np.float32))
+    assert a.shape == (5, 7) and a.dtype == np.float32
+    np.testing.assert_array_equal(a, b)
+    assert not np.array_equal(a, c)
+    assert np.all(a >= -2.0) and np.all(a <= 2.0)
+    with pytest.raises(InvalidSpecError, match="seed"):
+        load_policy("random:abc", ctx)
+
+
+FACTORY_SRC = '''
+import numpy as np
+
+class Constant:
+    def __init__(self, ctx, value):
+        self.observation_space = ctx.observation_space
+        self.action_space = ctx.action_space
+        self.obs_mode = ctx.obs_mode
+        self.value = value
+
+    def reset(self, slots):
+        pass
+
+    def act(self, obs, *, deterministic=True):
+        return np.full((len(obs),) + self.action_space.shape, self.value, np.float32)
+
+def make(ctx):
+    return Constant(ctx, 0.25)
+
+def not_a_policy(ctx):
+    return 42
+
+def wrong_space(ctx):
+    import gymnasium as gym
+    p = Constant(ctx, 0.0)
+    p.action_space = gym.spaces.Box(-1, 1, (5,))
+    return p
+
+NOT_CALLABLE = 3
+'''
+
+
+def test_python_entry_point(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "my_policies.py").write_text(FACTORY_SRC)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    ctx = _ctx("gymnasium/Reacher-v5")
+    policy = load_policy("python:my_policies:make", ctx)
+    np.testing.assert_array_equal(policy.act(np.zeros((2, 10))), np.full((2, 2), 0.25, np.float32))
+    by_path = load_policy(f"python:{tmp_path / 'my_policies.py'}:make", ctx)
+    assert by_path.act(np.zeros((1, 10))).shape == (1, 2)
+    with pytest.raises(CheckpointError, match="no attribute 'mak'.*did you mean 'make'"):
+        load_policy("python:my_policies:mak", ctx)
+    with pytest.raises(CheckpointError, match="lacks observation_space"):
+        load_policy("python:my_policies:not_a_policy", ctx)
+    with pytest.raises(CheckpointError, match="not a callable"):
+        load_policy("python:my_policies:NOT_CALLABLE", ctx)
+    with pytest.raises(SpaceMismatchError, match="action space"):
+        load_policy("python:my_policies:wrong_space", ctx)
+    with pytest.raises(CheckpointError, match="PYTHONPATH"):
+        load_policy("python:no_such_module_xyz:make", ctx)
+    with pytest.raises(InvalidSpecError, match="python:pkg.module:factory"):
+        load_policy("python:my_policies", ctx)

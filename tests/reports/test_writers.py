@@ -1,0 +1,215 @@
+"""Tests of robogen.reports writers, plots and videos."""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+from pathlib import Path
+
+import imageio.v2 as iio2
+import imageio.v3 as iio3
+import numpy as np
+import pytest
+
+from robogen.errors import InvalidSpecError, RunDirError
+from robogen.reports import Report, build_report, load_report, write_report
+from robogen.reports.plots import gap_chart_png
+from robogen.reports.video import grid_size, write_grid_png, write_side_by_side
+from robogen.types import AxisLevel, Condition, EpisodeResult, EvalManifest, RenderSettings
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+ENV = "gymnasium/Hopper-v5"
+N = 16
+
+
+def _result(c: Condition, i: int, ok: bool, changed: tuple[str, ...]) -> EpisodeResult:
+    return EpisodeResult(
+        env_id=ENV,
+        policy_id="sb3:hopper.zip",
+        condition=c.name,
+        axes=c.axes,
+        severity=c.severity,
+        split=c.split,
+        episode_index=i,
+        seed=i,
+        episode_return=100.0 * ok,
+        length_steps=1000 if ok else 300,
+        success=ok,
+        cause=None if ok else "terminated",
+        error=None,
+        perturbations_json="[]",
+        changed_axes=changed,
+        wall_time_s=0.5,
+        unit_id=0,
+    )
+
+
+@pytest.fixture(scope="module")
+def report() -> Report:
+    conds = [
+        Condition("nominal"),
+        Condition("physics@1", (AxisLevel("physics", 1.0),)),
+        Condition("texture@1", (AxisLevel("texture", 1.0),)),
+        Condition("distractors@1", (AxisLevel("distractors", 1.0),)),
+        Condition(
+            "combined@1", tuple(AxisLevel(a, 1.0) for a in ("physics", "texture", "distractors"))
+        ),
+    ]
+    manifest = EvalManifest(
+        schema_version=1,
+        env_id=ENV,
+        policy="sb3:hopper.zip",
+        vecnormalize=None,
+        obs_mode="state",
+        axes=("physics", "texture", "distractors"),
+        severities=(1.0,),
+        splits=(),
+        combined=True,
+        n_episodes=N,
+        seed=0,
+        max_steps=1000,
+        batch_size=8,
+        success_threshold=900.0,
+        conditions=tuple(conds),
+        render=RenderSettings(),
+        versions={"robogen": "0.1.0"},
+        spec_hash="cd" * 32,
+    )
+    rate = {"nominal": 14, "physics@1": 6, "texture@1": 13, "distractors@1": 14, "combined@1": 5}
+    changed = {
+        "nominal": (),
+        "physics@1": ("physics",),
+        "texture@1": ("texture",),
+        "distractors@1": (),
+        "combined@1": ("physics", "texture"),
+    }
+    results = [_result(c, i, i < rate[c.name], changed[c.name]) for c in conds for i in range(N)]
+    kinds = {"physics": "physical", "texture": "visual", "distractors": "visual"}
+    return build_report(results, manifest, axis_kinds=kinds, n_boot=1000, created="2026-01-01")
+
+
+def test_write_report_files_and_round_trip(report: Report, tmp_path: Path) -> None:
+    paths = write_report(report, tmp_path)
+    assert {"json", "md", "html", "plot_gaps", "plot_severity", "plot_conditions"} <= set(paths)
+    for p in paths.values():
+        assert p.is_file() and p.stat().st_size > 0
+    assert sorted(q.name for q in tmp_path.iterdir()) == [
+        "plots",
+        "report.html",
+        "report.json",
+        "report.md",
+    ]  # no temp files left
+    data = json.loads((tmp_path / "report.json").read_text())
+    assert data["schema_version"] == 1 and data["manifest"]["env_id"] == ENV
+    back = load_report(tmp_path)
+    assert back.to_dict() == report.to_dict()
+    assert load_report(tmp_path / "report.json").to_dict() == report.to_dict()
+    assert (tmp_path / "plots" / "gaps.png").read_bytes().startswith(PNG_MAGIC)
+
+
+def test_markdown_has_gap_table(report: Report, tmp_path: Path) -> None:
+    md = write_report(report, tmp_path, plots=False)["md"].read_text()
+    assert "| axis | level | gap [95% CI] | rel. drop | n10 / n01 | pairs | status |" in md
+    lines = md.splitlines()
+    physics = next(x for x in lines if x.startswith("| physics |"))
+    assert "+0.50 [" in physics and "| 8 / 0 | 16 |" in physics
+    distractors = next(x for x in lines if x.startswith("| distractors |"))
+    assert "n/a" in distractors and "not applied" in distractors and "0.00" not in distractors
+    texture = next(x for x in lines if x.startswith("| texture |"))
+    assert "not observed by this policy" in texture
+    assert "**Difficulty (hardest first):** physics > texture" in md
+    assert "terminated 2" in md  # failure causes of the nominal condition
+    assert len(md) < 65536  # GitHub's comment size limit
+    assert not (tmp_path / "plots").exists()
+
+
+def test_html_is_self_contained(report: Report, tmp_path: Path) -> None:
+    (tmp_path / "videos").mkdir()
+    videos = {
+        "physics@1 episode 6": "videos/physics@1_ep6.mp4",
+        "texture": str(tmp_path / "videos" / "texture ep 13.mp4"),
+    }
+    page = write_report(report, tmp_path, videos=videos)["html"].read_text()
+    assert page.startswith("<!DOCTYPE html>")
+    refs = re.findall(r"""(?:src|href)\s*=\s*["']?([^"' >]+)""", page, flags=re.I)
+    assert refs and not [r for r in refs if re.match(r"(https?:)?//", r, flags=re.I)]
+    assert "<link" not in page and "<script" not in page
+    images = re.findall(r'src="data:image/png;base64,([A-Za-z0-9+/=]+)"', page)
+    assert len(images) == 3 and all(base64.b64decode(b).startswith(PNG_MAGIC) for b in images)
+    assert 'href="videos/physics%401_ep6.mp4"' in page
+    assert 'href="videos/texture%20ep%2013.mp4"' in page
+    assert "cd" * 32 in page  # manifest embedded
+    with pytest.raises(InvalidSpecError, match="URL"):
+        write_report(report, tmp_path, plots=False, videos={"x": "https://example.com/a.mp4"})
+    with pytest.raises(InvalidSpecError, match="outside the run dir"):
+        write_report(report, tmp_path, plots=False, videos={"x": "/elsewhere/a.mp4"})
+
+
+def test_load_report_errors(report: Report, tmp_path: Path) -> None:
+    with pytest.raises(RunDirError, match="no report.json"):
+        load_report(tmp_path)
+    (tmp_path / "report.json").write_text("{not json")
+    with pytest.raises(RunDirError, match="not JSON"):
+        load_report(tmp_path)
+    (tmp_path / "report.json").write_text(json.dumps({**report.to_dict(), "schema_version": 0}))
+    with pytest.raises(RunDirError, match="schema_version"):
+        load_report(tmp_path)
+    d = report.to_dict()
+    del d["gaps"]
+    (tmp_path / "report.json").write_text(json.dumps(d))
+    with pytest.raises(RunDirError, match="gaps"):
+        load_report(tmp_path)
+    with pytest.raises(RunDirError, match="does not exist"):
+        write_report(report, tmp_path / "missing")
+
+
+def test_gap_chart_png(report: Report) -> None:
+    png = gap_chart_png(report)
+    img = iio3.imread(png)
+    assert png.startswith(PNG_MAGIC) and img.shape[0] > 100 and img.shape[1] == 700
+
+
+def _solid(t: int, color: tuple[int, int, int]) -> np.ndarray:
+    frames = np.zeros((t, 84, 84, 3), dtype=np.uint8)
+    frames[:] = color
+    return frames
+
+
+def test_side_by_side_video(tmp_path: Path) -> None:
+    nominal = _solid(5, (0, 0, 255))
+    nominal[-1] = (255, 255, 0)  # the last nominal frame is held while the perturbed clip runs on
+    perturbed = _solid(9, (0, 255, 0))
+    out = write_side_by_side(tmp_path / "pair.mp4", nominal, perturbed, fps=10)
+    assert out == tmp_path / "pair.mp4" and [p.name for p in tmp_path.iterdir()] == ["pair.mp4"]
+    reader = iio2.get_reader(out)
+    frames = [f for f in reader]
+    reader.close()
+    assert len(frames) == 9
+    h, w, _ = frames[0].shape
+    assert h % 16 == 0 and w % 16 == 0 and h >= 256
+    last = frames[-1].astype(int)
+    left = last[h // 2, w // 8]  # inside the nominal clip
+    right = last[h // 2, w // 2 + w // 8 + 10]  # inside the perturbed clip
+    assert np.abs(left - (255, 255, 0)).max() < 40 and np.abs(right - (0, 255, 0)).max() < 40
+    with pytest.raises(InvalidSpecError, match="uint8"):
+        write_side_by_side(tmp_path / "bad.mp4", nominal.astype(np.float32), perturbed)
+
+
+def test_grid_png(tmp_path: Path) -> None:
+    rng = np.random.default_rng(0)
+    images = rng.integers(0, 256, size=(2, 3, 84, 84, 3), dtype=np.uint8)
+    out = write_grid_png(
+        tmp_path / "grid.png",
+        images,
+        ["lighting", "texture"],
+        ["0", "0.5", "1"],
+        title="robogen/PickPlace-v0",
+    )
+    img = iio3.imread(out)
+    assert img.shape[:2] == grid_size(2, 3, 84, 84, title=True) == (28 * 2 + 2 * 172, 120 + 3 * 172)
+    # cell (row 1, col 2) holds image [1, 2], upscaled 2x (PNG is lossless)
+    y, x = 56 + 172, 120 + 2 * 172
+    np.testing.assert_array_equal(img[y : y + 168 : 2, x : x + 168 : 2, :3], images[1, 2])
+    with pytest.raises(InvalidSpecError, match="row labels"):
+        write_grid_png(tmp_path / "g2.png", images, ["a"], ["0", "0.5", "1"])

@@ -1,0 +1,59 @@
+"""Bad input through the CLI: exit code 2, a message naming the bad value, nothing written."""
+
+from __future__ import annotations
+
+import pytest
+from typer.testing import CliRunner
+
+from robogen.cli import app
+
+runner = CliRunner()
+
+
+def _eval(*args: str):
+    return runner.invoke(app, ["eval", *args])
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["--axes", "lightning"], "unknown perturbation axis 'lightning'"),
+        (["--severities", "1.5"], "severity must be in (0, 1], got 1.5"),
+        (["--episodes", "0"], "episodes"),
+        (["--backend", "spark"], "backend"),
+        (["--obs-mode", "depth"], "obs_mode"),
+    ],
+    ids=["unknown-axis", "severity-1.5", "zero-episodes", "bad-backend", "bad-obs-mode"],
+)
+def test_bad_eval_flags(tmp_path, args, needle):
+    out = tmp_path / "run"
+    res = _eval("--env", "robogen/Reach-v0", "--policy", "expert:reach", "--out", str(out), *args)
+    assert res.exit_code == 2, res.output
+    assert needle in res.output.replace("\n", " ")
+    assert not out.exists()
+
+
+def test_unknown_env_suggests_close_match(tmp_path):
+    res = _eval("--env", "robogen/PickPlace-v9", "--policy", "random", "--out", str(tmp_path / "r"))
+    assert res.exit_code == 2
+    assert "robogen/PickPlace-v0" in res.output
+
+
+def test_resume_empty_run_dir(tmp_path):
+    (tmp_path / "empty").mkdir()
+    res = _eval("--resume", str(tmp_path / "empty"))
+    assert res.exit_code == 2
+    assert "no manifest.json" in res.output
+
+
+def test_report_of_missing_dir(tmp_path):
+    res = runner.invoke(app, ["report", str(tmp_path / "nope")])
+    assert res.exit_code == 2
+    assert "does not exist" in res.output
+
+
+def test_list_shows_registries():
+    res = runner.invoke(app, ["list"])
+    assert res.exit_code == 0, res.output
+    for name in ("robogen/PickPlace-v0", "gymnasium/Hopper-v5", "lighting", "object_pose", "sb3:"):
+        assert name in res.output
