@@ -216,6 +216,11 @@ def list_cmd() -> None:
     c.print(t)
 
 
+from robogen.check.cli import check_command  # noqa: E402
+
+app.command("check")(check_command)
+
+
 def main() -> None:
     """Console-script entry point."""
     try:

@@ -151,7 +151,7 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
         "vecnormalize": normalize,
         "vecnormalize_file": vec_path.name if vec_path else None,
         "hyperparameters": {k: v for k, v in hp.items()},
-        "hyperparameters_source": "rl-baselines3-zoo hyperparams/{}.yml".format(args.algo),
+        "hyperparameters_source": f"rl-baselines3-zoo hyperparams/{args.algo}.yml",
         "policy": "MlpPolicy (SB3 default net_arch 64x64, tanh)",
         "training_seconds": round(train_s, 1),
         "torch_threads": 1,

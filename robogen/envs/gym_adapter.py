@@ -78,8 +78,7 @@ import warnings
 from dataclasses import dataclass
 from typing import Any
 
-import robogen._gl  # noqa: F401  (choose MUJOCO_GL before mujoco is imported)
-import gymnasium as gym
+import gymnasium as gym  # robogen.envs imported robogen._gl first (MUJOCO_GL)
 import mujoco
 import numpy as np
 from gymnasium import spaces
@@ -425,12 +424,23 @@ class PixelRenderer:
         return np.ascontiguousarray(out[::-1])
 
     def close(self) -> None:
-        """Free the GL resources (idempotent)."""
+        """Free the GL resources (idempotent).
+
+        The ``MjrContext`` is freed while this renderer's own GL context is
+        current: freed later (by garbage collection, with another env's context
+        current) it would delete that context's framebuffers, which share ids.
+        """
         if self._con is not None:
             self._gl.make_current()
             self._con.free()
             self._con = None
             self._gl.free()
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except Exception:  # noqa: BLE001 - interpreter shutdown may have unloaded EGL
+            pass
 
 
 # ----------------------------------------------------------------------------- adapter

@@ -39,18 +39,25 @@ feedback. ``ctrlrange`` equals the joint range.
 Render settings are chosen for CPU speed (software EGL rendering): a
 ``SHADOW_SIZE`` shadow map (instead of MuJoCo's 4096) and ``OFFSAMPLES = 0``
 (no multisample anti-aliasing); nominal lights cast no shadow (the lighting
-axis may switch shadows on). An 84x84 frame then costs about 1 ms instead of
-20-35 ms.
+axis may switch shadows on). An 84x84 frame then costs about 1.4 ms instead
+of 20-35 ms (measured: one shadow-casting light costs ~9 ms per frame with the
+1024 map, ~4 ms with 256, ~45 ms with 4096).
 
 Physics: ``TIMESTEP = 0.002`` s with the ``implicitfast`` integrator (stable
-with the servos' velocity feedback); tasks step ``FRAME_SKIP = 10`` physics
-steps per control step, i.e. a control rate of 50 Hz.
+with the servos' velocity feedback) and elliptic friction cones (pyramidal
+cones let the finger pads sink ~1 cm into the box when friction is scaled up
+x3, so grasps failed); finger pads and the box use a stiffer contact
+``solref = (0.01, 1)``. Tasks step ``FRAME_SKIP = 10`` physics steps per
+control step, i.e. a control rate of 50 Hz.
 """
 
 from __future__ import annotations
 
+import os
+
 import robogen._gl  # noqa: F401  (choose MUJOCO_GL before mujoco is imported)
 
+# isort: split
 import mujoco
 import numpy as np
 
@@ -141,8 +148,8 @@ SERVO_GAINS = {
     "elbow_pitch": (350.0, 10.0),
     "wrist_pitch": (120.0, 3.0),
     "wrist_roll": (40.0, 1.5),
-    "finger_left": (300.0, 5.0),
-    "finger_right": (300.0, 5.0),
+    "finger_left": (300.0, 20.0),
+    "finger_right": (300.0, 20.0),
 }
 JOINT_DAMPING = 1.0
 """Passive damping of the arm hinge joints [N·m·s/rad]."""
@@ -296,6 +303,7 @@ def _add_arm(spec: mujoco.MjSpec) -> None:
         pad = finger.first_geom()
         pad.condim = 4
         pad.friction = [1.5, 0.01, 0.001]
+        pad.solref = [0.01, 1.0]
 
     for name in ROBOT_JOINTS:
         kp, kv = SERVO_GAINS[name]
@@ -351,6 +359,7 @@ def build_spec(*, shadowsize: int = SHADOW_SIZE, offsamples: int = OFFSAMPLES) -
     spec.compiler.degree = False  # every angle in this module is in radians
     spec.option.timestep = TIMESTEP
     spec.option.integrator = mujoco.mjtIntegrator.mjINT_IMPLICITFAST
+    spec.option.cone = mujoco.mjtCone.mjCONE_ELLIPTIC
     spec.visual.quality.shadowsize = int(shadowsize)
     spec.visual.quality.offsamples = int(offsamples)
     spec.visual.global_.offwidth, spec.visual.global_.offheight = OFFSCREEN_SIZE
@@ -424,6 +433,7 @@ def build_spec(*, shadowsize: int = SHADOW_SIZE, offsamples: int = OFFSAMPLES) -
     geom.material = "object_mat"
     geom.friction = [1.0, 0.01, 0.001]
     geom.condim = 4
+    geom.solref = [0.01, 1.0]
 
     target = world.add_body()
     target.name = TARGET_BODY
@@ -447,10 +457,34 @@ def build_model(**kwargs: int) -> mujoco.MjModel:
     return build_spec(**kwargs).compile()
 
 
+class SceneIds:
+    """Ids and addresses of the named scene elements in one compiled model.
+
+    Holders keep the instance next to the model object it was built from and
+    rebuild it when the model is replaced (``ids.model is not scene.model``),
+    so ids never go stale after a recompile.
+
+    Args:
+        model: A model compiled from :func:`build_spec` (possibly edited).
+    """
+
+    def __init__(self, model: mujoco.MjModel) -> None:
+        self.model = model
+        self.arm_qadr = np.array([model.joint(j).qposadr[0] for j in ARM_JOINTS])
+        self.arm_dadr = np.array([model.joint(j).dofadr[0] for j in ARM_JOINTS])
+        self.finger_qadr = np.array([model.joint(j).qposadr[0] for j in FINGER_JOINTS])
+        self.arm_act = np.array([model.actuator(j).id for j in ARM_JOINTS])
+        self.finger_act = np.array([model.actuator(j).id for j in FINGER_JOINTS])
+        self.grip_site = int(model.site(GRIP_SITE).id)
+        self.object_body = int(model.body(OBJECT_BODY).id)
+        self.object_qadr = int(model.joint(OBJECT_JOINT).qposadr[0])
+        self.target_mocap = int(model.body_mocapid[model.body(TARGET_BODY).id])
+
+
 RENDER_FAILED = (
     "offscreen rendering failed with MUJOCO_GL={backend!r}: {error}. Without a display set "
     "MUJOCO_GL=egl (GPU or Mesa llvmpipe) or MUJOCO_GL=osmesa before mujoco is first imported "
-    "(importing robogen first does this)"
+    "(import robogen before mujoco, or export MUJOCO_GL=egl in the shell)"
 )
 FRAME_TOO_LARGE = (
     "frame {width}x{height} exceeds the offscreen buffer {max_width}x{max_height} of the model; "
@@ -474,8 +508,6 @@ class SceneRenderer:
     """
 
     def __init__(self, model: mujoco.MjModel) -> None:
-        import os
-
         self._gl = None
         self._con: mujoco.MjrContext | None = None
         try:
@@ -502,8 +534,14 @@ class SceneRenderer:
         self._gl.make_current()
         if self._con is not None:
             self._con.free()
+            self._con = None
         self._model = model
-        self._con = mujoco.MjrContext(model, mujoco.mjtFontScale.mjFONTSCALE_100.value)
+        try:
+            self._con = mujoco.MjrContext(model, mujoco.mjtFontScale.mjFONTSCALE_100.value)
+        except Exception as e:  # noqa: BLE001 - e.g. mujoco.FatalError: no OpenGL platform
+            raise RenderError(
+                RENDER_FAILED.format(backend=os.environ.get("MUJOCO_GL"), error=e)
+            ) from e
         mujoco.mjr_setBuffer(mujoco.mjtFramebuffer.mjFB_OFFSCREEN.value, self._con)
         self._scene = mujoco.MjvScene(model, maxgeom=max(1000, 4 * model.ngeom))
 
@@ -556,5 +594,5 @@ __all__ = [
     "ARM_JOINTS", "CAMERAS", "DISTRACTOR_REGION", "DISTRACTOR_SLOTS", "FINGER_JOINTS", "FRAME_SKIP",
     "HOME_QPOS", "LIGHTS", "LOOK_AT", "NUM_DISTRACTOR_SLOTS", "OFFSAMPLES", "ROBOT_ACTUATORS",
     "ROBOT_BODIES", "ROBOT_JOINTS", "SHADOW_SIZE", "TABLE_TOP_Z", "TIMESTEP", "build_model",
-    "build_spec", "look_at_quat", "SceneRenderer",
+    "build_spec", "look_at_quat", "SceneIds", "SceneRenderer",
 ]

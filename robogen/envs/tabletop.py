@@ -13,10 +13,12 @@ on it. The scene itself is built in :mod:`robogen.envs.scene`.
 
 from __future__ import annotations
 
+import os
 from typing import Any, ClassVar
 
 import robogen._gl  # noqa: F401  (choose MUJOCO_GL before mujoco is imported)
 
+# isort: split
 import gymnasium as gym
 import mujoco
 import numpy as np
@@ -108,7 +110,7 @@ _SPACES_DOC = """
 
 
 def task_name(env_id_or_name: str) -> str:
-    """Snake-case task name: ``robogen/PickPlace-v0`` / ``PickPlace`` / ``pick_place`` -> ``pick_place``."""
+    """Snake-case task name: ``robogen/PickPlace-v0``, ``PickPlace`` -> ``pick_place``."""
     name = env_id_or_name.split("/")[-1].split("-v")[0]
     out = []
     for i, ch in enumerate(name):
@@ -118,29 +120,13 @@ def task_name(env_id_or_name: str) -> str:
     return "".join(out).replace("-", "_")
 
 
-class _Ids:
-    """Ids and addresses looked up in one model object (rebuilt when the model changes)."""
-
-    def __init__(self, model: mujoco.MjModel) -> None:
-        self.model = model
-        self.arm_qadr = np.array([model.joint(j).qposadr[0] for j in sc.ARM_JOINTS])
-        self.arm_dadr = np.array([model.joint(j).dofadr[0] for j in sc.ARM_JOINTS])
-        self.finger_qadr = np.array([model.joint(j).qposadr[0] for j in sc.FINGER_JOINTS])
-        self.arm_act = np.array([model.actuator(j).id for j in sc.ARM_JOINTS])
-        self.finger_act = np.array([model.actuator(j).id for j in sc.FINGER_JOINTS])
-        self.grip_site = model.site(sc.GRIP_SITE).id
-        self.object_body = model.body(sc.OBJECT_BODY).id
-        self.object_qadr = model.joint(sc.OBJECT_JOINT).qposadr[0]
-        self.target_mocap = model.body_mocapid[model.body(sc.TARGET_BODY).id]
-
-
 class TabletopEnv(gym.Env[Any, np.ndarray]):
     """Base of the tabletop tasks: a 5-joint arm with a parallel gripper, a box and a target.
 
     ## Description
 
     Shared scene of :mod:`robogen.envs.scene`. Subclasses define how the
-    object and target are placed (:meth:`_sample_task`) and the reward and
+    target is placed (:meth:`_sample_target`) and the reward and
     success predicate (:meth:`_evaluate`). Control runs at 50 Hz
     (``FRAME_SKIP = 10`` physics steps of 0.002 s).
     """
@@ -177,7 +163,7 @@ class TabletopEnv(gym.Env[Any, np.ndarray]):
         self.render_mode = render_mode
         self._model = self.nominal_spec().compile()
         self._data = mujoco.MjData(self._model)
-        self._ids_cache: _Ids | None = None
+        self._ids_cache: sc.SceneIds | None = None
         self._renderer: sc.SceneRenderer | None = None
         self._succeeded = False
 
@@ -230,6 +216,15 @@ class TabletopEnv(gym.Env[Any, np.ndarray]):
             keep_clear=(sc.OBJECT_BODY, sc.TARGET_BODY) + sc.GRIPPER_BODIES,
         )
 
+    @property
+    def render_settings(self) -> RenderSettings:
+        """Offscreen settings of pixel observations in effect (recorded in the manifest)."""
+        quality = self._model.vis.quality
+        return RenderSettings(width=self.width, height=self.height, camera=self.camera,
+                              shadowsize=int(quality.shadowsize),
+                              offsamples=int(quality.offsamples),
+                              mujoco_gl=os.environ.get("MUJOCO_GL", ""))
+
     def nominal_spec(self) -> mujoco.MjSpec:
         """A fresh, unedited spec of the nominal scene (new object each call)."""
         return sc.build_spec(shadowsize=self._init_kwargs["shadowsize"],
@@ -259,7 +254,9 @@ class TabletopEnv(gym.Env[Any, np.ndarray]):
             return pixels
         return {"state": self._state(), "pixels": pixels}
 
-    def render_frame(self, camera: str | None = None, width: int = 84, height: int = 84) -> np.ndarray:
+    def render_frame(
+        self, camera: str | None = None, width: int = 84, height: int = 84
+    ) -> np.ndarray:
         """Render ``(height, width, 3) uint8`` from ``camera`` (default: the observation camera).
 
         Raises:
@@ -284,6 +281,7 @@ class TabletopEnv(gym.Env[Any, np.ndarray]):
         return self.render_frame(self.camera, self.width, self.height)
 
     def close(self) -> None:
+        """Free the renderer's OpenGL resources (the env stays usable; a new one is made lazily)."""
         if self._renderer is not None:
             self._renderer.close()
             self._renderer = None
@@ -317,7 +315,8 @@ class TabletopEnv(gym.Env[Any, np.ndarray]):
         model, data, ids = self._model, self._data, self._ids()
         ctrl_range = model.actuator_ctrlrange
         arm = data.ctrl[ids.arm_act] + ACTION_SCALE * a[:5]
-        data.ctrl[ids.arm_act] = np.clip(arm, ctrl_range[ids.arm_act, 0], ctrl_range[ids.arm_act, 1])
+        lo, hi = ctrl_range[ids.arm_act, 0], ctrl_range[ids.arm_act, 1]
+        data.ctrl[ids.arm_act] = np.clip(arm, lo, hi)
         lo, hi = ctrl_range[ids.finger_act, 0], ctrl_range[ids.finger_act, 1]
         data.ctrl[ids.finger_act] = lo + (a[5] + 1.0) / 2.0 * (hi - lo)
         mujoco.mj_step(model, data, nstep=sc.FRAME_SKIP)
@@ -332,20 +331,21 @@ class TabletopEnv(gym.Env[Any, np.ndarray]):
     def __getstate__(self) -> dict[str, Any]:
         return {"kwargs": self._init_kwargs, "model": self._model, "data": self._data,
                 "np_random": self._np_random, "np_random_seed": self._np_random_seed,
-                "succeeded": self._succeeded}
+                "succeeded": self._succeeded, "spec": self.spec}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__init__(**state["kwargs"])
         self._model, self._data = state["model"], state["data"]
         self._np_random, self._np_random_seed = state["np_random"], state["np_random_seed"]
         self._succeeded = state["succeeded"]
+        self.spec = state["spec"]
 
     # ---- helpers -------------------------------------------------------------------------
     object_xy_range: ClassVar[tuple[tuple[float, float], tuple[float, float]]] = OBJECT_XY_RANGE
 
-    def _ids(self) -> _Ids:
+    def _ids(self) -> sc.SceneIds:
         if self._ids_cache is None or self._ids_cache.model is not self._model:
-            self._ids_cache = _Ids(self._model)
+            self._ids_cache = sc.SceneIds(self._model)
         return self._ids_cache
 
     def _reset_arm(self) -> None:
@@ -544,10 +544,10 @@ def register_tasks() -> None:
                          max_episode_steps=max_steps)
 
 
-def default_render_settings(width: int = 84, height: int = 84, camera: str = "front") -> RenderSettings:
+def default_render_settings(
+    width: int = 84, height: int = 84, camera: str = "front"
+) -> RenderSettings:
     """The render settings the tabletop tasks use unless told otherwise."""
-    import os
-
     return RenderSettings(width=width, height=height, camera=camera, shadowsize=sc.SHADOW_SIZE,
                           offsamples=sc.OFFSAMPLES, mujoco_gl=os.environ.get("MUJOCO_GL", ""))
 
@@ -567,12 +567,15 @@ def make_task(
         env_id: One of :data:`TASK_IDS`.
         obs_mode: ``state``, ``pixels`` or ``state+pixels``.
         max_steps: Step limit (None: the registered default: 100/150/200).
-        render: Pixel settings: width, height, camera (``""``: ``front``),
-            shadowsize and offsamples (written into the scene's visual quality).
+        render: Pixel settings: width, height and camera (``""``: ``front``) are
+            used; a non-zero ``shadowsize`` / ``offsamples`` replaces the scene's
+            (0 means "the scene's own": ``SHADOW_SIZE`` = 1024, ``OFFSAMPLES`` = 0;
+            pass ``shadowsize=0`` as a keyword to disable the shadow map).
+            The settings in effect are ``env.unwrapped.render_settings``.
             None: :func:`default_render_settings`.
         success_threshold: Must be None: every built-in task has its own
             success predicate (documented per task).
-        **kwargs: Further constructor arguments (``render_mode``).
+        **kwargs: Further constructor arguments (``render_mode``, ``shadowsize``, ...).
 
     Returns:
         The env wrapped by Gymnasium's TimeLimit (and checker wrappers).
@@ -591,8 +594,10 @@ def make_task(
     kwargs.setdefault("width", render.width)
     kwargs.setdefault("height", render.height)
     kwargs.setdefault("camera", render.camera or "front")
-    kwargs.setdefault("shadowsize", render.shadowsize)
-    kwargs.setdefault("offsamples", render.offsamples)
+    if render.shadowsize:
+        kwargs.setdefault("shadowsize", render.shadowsize)
+    if render.offsamples:
+        kwargs.setdefault("offsamples", render.offsamples)
     extra = {} if max_steps is None else {"max_episode_steps": max_steps}
     return gym.make(env_id, obs_mode=obs_mode, **kwargs, **extra)
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import colorsys
 import math
+import warnings
 from collections.abc import Iterable, Sequence
 from functools import reduce
 from typing import Any
@@ -83,11 +84,6 @@ def split_hue(rng: np.random.Generator, split: str) -> float:
     return (sector + float(rng.uniform(0.0, 1.0))) / HUE_SECTORS
 
 
-def hue_split(hue: float) -> str:
-    """The split (``train``/``test``) whose value set contains ``hue`` in [0, 1)."""
-    return "train" if int(math.floor(hue * HUE_SECTORS)) % 2 == 0 else "test"
-
-
 def hsv(h: float, s: float, v: float) -> tuple[float, float, float]:
     """HSV in [0, 1] to an RGB tuple of floats in [0, 1] (rounded to 6 digits)."""
     return tuple(round(float(c), 6) for c in colorsys.hsv_to_rgb(h % 1.0, s, v))  # type: ignore[return-value]
@@ -135,6 +131,13 @@ def copy_field(dst: mujoco.MjModel, src: mujoco.MjModel, path: str) -> None:
         np.copyto(target, value)
     else:
         setattr(dparent, parts[-1], value)
+
+
+def compile_spec(spec: mujoco.MjSpec) -> mujoco.MjModel:
+    """Compile ``spec`` (silences the ``settotalmass`` deprecation of half_cheetah.xml)."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*settotalmass.*")
+        return spec.compile()
 
 
 def set_const(model: mujoco.MjModel) -> None:
@@ -220,7 +223,8 @@ def quat_to_mat(quat: Sequence[float]) -> np.ndarray:
     return mat.reshape(3, 3)
 
 
-def world_aabb(model: mujoco.MjModel, data: mujoco.MjData, geom: int) -> tuple[np.ndarray, np.ndarray]:
+def world_aabb(model: mujoco.MjModel, data: mujoco.MjData, geom: int
+               ) -> tuple[np.ndarray, np.ndarray]:
     """World axis-aligned box of a geom from ``geom_aabb`` and the current ``geom_xpos/xmat``.
 
     Returns:

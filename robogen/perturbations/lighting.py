@@ -17,8 +17,8 @@ dimmed and changed colour:
   shadows, the tabletop scene with a 1024 px map).
 
 Splits: the tint hue comes from alternating 30 deg hue sectors (train: even,
-test: odd) and the (turn, intensity, specular) directions from sign vectors of
-even (train) or odd (test) parity, so the two value sets are disjoint.
+test: odd), so the two value sets are disjoint; directions and sizes are drawn
+alike in both.
 Lights in ``trackcom``/``track`` mode get their derived ``light_pos0``/``light_dir0``
 recomputed (``mj_setConst``).
 """
@@ -131,11 +131,15 @@ class LightingAxis(Axis):
         "light direction, intensity, colour, ambient, specular and shadows (headlight if no lights)"
     )
 
+    def missing_roles(self, scene: MujocoScene) -> str | None:
+        """None: a scene without named lights has its headlight perturbed."""
+        return None
+
     def sample(self, rng: np.random.Generator, severity: float, split: str, scene: MujocoScene
                ) -> LightingPerturbation:
         """Draw one lighting change; see the module docstring for ranges and splits."""
         size = u.check_and_magnitude(rng, severity, split)
-        turn, bright, spec = u.split_signs(rng, 3, split)
+        turn, bright, spec = u.split_signs(rng, 3, "all")
         hue = u.split_hue(rng, split)
         tint = u.hsv(hue, MAX_TINT * size, 1.0)
         lights = tuple(scene.roles.lights)

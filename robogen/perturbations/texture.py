@@ -81,7 +81,8 @@ class SurfaceLook:
             proj = x * math.cos(self.angle_rad) + y * math.sin(self.angle_rad)
             w = (proj - proj.min()) / max(float(np.ptp(proj)), 1e-12)
         else:  # noise: bilinear value noise on a cells x cells lattice
-            lattice = np.random.default_rng(self.noise_seed).random((self.cells + 1, self.cells + 1))
+            n = self.cells + 1
+            lattice = np.random.default_rng(self.noise_seed).random((n, n))
             gy, gx = y * self.cells, x * self.cells
             i0, j0 = np.floor(gy).astype(int), np.floor(gx).astype(int)
             fy, fx = gy - i0, gx - j0

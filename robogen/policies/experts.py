@@ -22,6 +22,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
+import robogen._gl  # noqa: F401  (choose MUJOCO_GL before mujoco is imported)
+
+# isort: split
 import mujoco
 import numpy as np
 from gymnasium import spaces
@@ -46,20 +49,6 @@ NOT_ATTACHED = (
 _DOWN = np.array([0.0, 0.0, -1.0])
 
 
-class _Ids:
-    """Ids in one model object, looked up by name (rebuilt when the scene's model changes)."""
-
-    def __init__(self, model: mujoco.MjModel) -> None:
-        self.model = model
-        self.arm_qadr = np.array([model.joint(j).qposadr[0] for j in sc.ARM_JOINTS])
-        self.arm_dadr = np.array([model.joint(j).dofadr[0] for j in sc.ARM_JOINTS])
-        self.finger_qadr = np.array([model.joint(j).qposadr[0] for j in sc.FINGER_JOINTS])
-        self.arm_act = np.array([model.actuator(j).id for j in sc.ARM_JOINTS])
-        self.site = model.site(sc.GRIP_SITE).id
-        self.obj = model.body(sc.OBJECT_BODY).id
-        self.target = model.body_mocapid[model.body(sc.TARGET_BODY).id]
-
-
 def _wrap_quarter(angle: float) -> float:
     """Wrap ``angle`` [rad] into [-pi/4, pi/4) modulo pi/2 (a box looks the same every 90 deg)."""
     return (angle + np.pi / 4) % (np.pi / 2) - np.pi / 4
@@ -75,7 +64,7 @@ class _TabletopExpert:
         self.action_space = spaces.Box(-1.0, 1.0, (6,), np.float32)
         self.obs_mode = obs_mode
         self._scenes: list[MujocoScene] = []
-        self._ids: list[_Ids | None] = []
+        self._ids: list[sc.SceneIds | None] = []
         self._mem: list[dict[str, Any]] = []
 
     # ---- PrivilegedPolicy --------------------------------------------------------------
@@ -106,17 +95,17 @@ class _TabletopExpert:
             scene = self._scenes[k]
             ids = self._ids[k]
             if ids is None or ids.model is not scene.model:
-                ids = self._ids[k] = _Ids(scene.model)
+                ids = self._ids[k] = sc.SceneIds(scene.model)
             out[k] = self._act_one(scene.model, scene.data, ids, self._mem[k])
         return out
 
     # ---- task logic ----------------------------------------------------------------------
-    def _act_one(self, model: mujoco.MjModel, data: mujoco.MjData, ids: _Ids,
+    def _act_one(self, model: mujoco.MjModel, data: mujoco.MjData, ids: sc.SceneIds,
                  mem: dict[str, Any]) -> np.ndarray:
         raise NotImplementedError
 
     @staticmethod
-    def _move(model: mujoco.MjModel, data: mujoco.MjData, ids: _Ids, p_des: np.ndarray,
+    def _move(model: mujoco.MjModel, data: mujoco.MjData, ids: sc.SceneIds, p_des: np.ndarray,
               grip: float, *, yaw: float | None = None, max_step: float = 0.015,
               orient_weight: float = ORIENT_WEIGHT) -> np.ndarray:
         """Action moving grip_site towards ``p_des`` [m] with the gripper pointing down.
@@ -129,15 +118,15 @@ class _TabletopExpert:
             max_step: Largest Cartesian move asked for in one control step [m].
             orient_weight: Weight of the pointing-down error [m/rad].
         """
-        p = data.site_xpos[ids.site]
-        rot = data.site_xmat[ids.site].reshape(3, 3)
+        p = data.site_xpos[ids.grip_site]
+        rot = data.site_xmat[ids.grip_site].reshape(3, 3)
         dp = p_des - p
         norm = float(np.linalg.norm(dp))
         if norm > max_step:
             dp *= max_step / norm
         jacp = np.zeros((3, model.nv))
         jacr = np.zeros((3, model.nv))
-        mujoco.mj_jacSite(model, data, jacp, jacr, ids.site)
+        mujoco.mj_jacSite(model, data, jacp, jacr, ids.grip_site)
         cols = ids.arm_dadr[:4]
         e_rot = np.cross(rot[:, 2], _DOWN)[:2]
         jac = np.vstack([jacp[:, cols], orient_weight * jacr[:2, cols]])
@@ -159,8 +148,8 @@ class _TabletopExpert:
         return action
 
 
-def _box_yaw(data: mujoco.MjData, ids: _Ids) -> float:
-    x_axis = data.xmat[ids.obj].reshape(3, 3)[:, 0]
+def _box_yaw(data: mujoco.MjData, ids: sc.SceneIds) -> float:
+    x_axis = data.xmat[ids.object_body].reshape(3, 3)[:, 0]
     return float(np.arctan2(x_axis[1], x_axis[0]))
 
 
@@ -170,7 +159,7 @@ class ReachExpert(_TabletopExpert):
     name = "reach"
 
     def _act_one(self, model, data, ids, mem):  # noqa: D102
-        return self._move(model, data, ids, data.mocap_pos[ids.target].copy(), 1.0,
+        return self._move(model, data, ids, data.mocap_pos[ids.target_mocap].copy(), 1.0,
                           max_step=0.02, orient_weight=0.1)
 
 
@@ -189,9 +178,9 @@ class PushExpert(_TabletopExpert):
     z_high = 0.08
 
     def _act_one(self, model, data, ids, mem):  # noqa: D102
-        ee = data.site_xpos[ids.site]
-        obj = data.xpos[ids.obj]
-        target = data.mocap_pos[ids.target]
+        ee = data.site_xpos[ids.grip_site]
+        obj = data.xpos[ids.object_body]
+        target = data.mocap_pos[ids.target_mocap]
         to_target = target[:2] - obj[:2]
         dist = float(np.linalg.norm(to_target))
         u = to_target / max(dist, 1e-6)
@@ -239,9 +228,9 @@ class PickPlaceExpert(_TabletopExpert):
     close_steps = 8
 
     def _act_one(self, model, data, ids, mem):  # noqa: D102
-        ee = data.site_xpos[ids.site]
-        obj = data.xpos[ids.obj].copy()
-        target = data.mocap_pos[ids.target].copy()
+        ee = data.site_xpos[ids.grip_site]
+        obj = data.xpos[ids.object_body].copy()
+        target = data.mocap_pos[ids.target_mocap].copy()
         yaw = _box_yaw(data, ids)
         gap = float(data.qpos[ids.finger_qadr].sum())
         phase = mem.setdefault("phase", "above")
@@ -322,7 +311,7 @@ def run_expert_episode(env: Any, expert: _TabletopExpert, seed: int) -> tuple[bo
     obs, info = env.reset(seed=seed)
     steps, success = 0, bool(info.get("success", False))
     while not success:
-        batch = {k: v[None] for k, v in obs.items()} if isinstance(obs, dict) else np.asarray(obs)[None]
+        batch = {k: v[None] for k, v in obs.items()} if isinstance(obs, dict) else obs[None]
         obs, _, terminated, truncated, info = env.step(expert.act(batch)[0])
         steps += 1
         success = bool(info["success"])

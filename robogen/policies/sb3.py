@@ -32,8 +32,13 @@ from typing import Any
 
 import numpy as np
 
-from robogen.errors import CheckpointError, SpaceMismatchError
-from robogen.policies.base import LoadContext, check_compatible, register_policy_scheme
+from robogen.errors import CheckpointError, SpaceMismatchError, UnknownNameError
+from robogen.policies.base import (
+    POLICY_SCHEMES,
+    LoadContext,
+    check_compatible,
+    register_policy_scheme,
+)
 
 ALGOS = ("ppo", "a2c", "sac", "td3", "dqn")
 CHECKPOINT_MISSING = "SB3 checkpoint {path} does not exist; expected a .zip written by model.save()"
@@ -199,7 +204,8 @@ def load_vecnormalize(path: str | Path) -> Any:
         raise CheckpointError(VECNORMALIZE_BAD.format(path=p, why=f"{type(e).__name__}: {e}")
                               ) from e
     if not isinstance(vn, VecNormalize):
-        raise CheckpointError(VECNORMALIZE_BAD.format(path=p, why=f"it holds a {type(vn).__name__}"))
+        why = f"it holds a {type(vn).__name__}"
+        raise CheckpointError(VECNORMALIZE_BAD.format(path=p, why=why))
     vn.training = False
     return vn
 
@@ -262,8 +268,13 @@ def load_sb3(rest: str, ctx: LoadContext) -> SB3Policy:
         SpaceMismatchError: Policy or statistics do not fit the env's spaces.
     """
     path = Path(rest).expanduser()
-    if not path.is_file() and path.suffix != ".zip" and path.with_name(path.name + ".zip").is_file():
-        path = path.with_name(path.name + ".zip")
+    prefix = rest.split(":", 1)[0] if ":" in rest else ""
+    if not path.exists() and len(prefix) > 1 and "/" not in prefix and "\\" not in prefix:
+        # "sb4:model.zip" reaches here as a bare .zip path: report the unknown scheme
+        raise UnknownNameError("policy scheme", prefix, POLICY_SCHEMES.names())
+    with_zip = path.with_name(path.name + ".zip")
+    if not path.is_file() and path.suffix != ".zip" and with_zip.is_file():
+        path = with_zip
     model, algo = load_model(path, ctx.device)
     uri = f"sb3:{rest}"
     policy = SB3Policy(model, algo, path)

@@ -113,12 +113,19 @@ def plan_units(manifest: EvalManifest) -> tuple[WorkUnit, ...]:
     return make_units(manifest.conditions, manifest.n_episodes, manifest.batch_size)
 
 
-def _preflight(cfg: EvalConfig) -> tuple[EvalManifest, Any]:
-    """Create one env and load the policy: every setup error surfaces here, before any rollout."""
+def prepare(cfg: EvalConfig) -> EvalManifest:
+    """Create one env and load the policy once, so every setup error surfaces before any rollout.
+
+    Returns:
+        The evaluation manifest of ``cfg``.
+
+    Raises:
+        UnknownNameError, SpaceMismatchError, CheckpointError, InvalidSpecError: On bad input.
+    """
     from robogen.envs import make
     from robogen.perturbations.wrapper import PerturbedEnv
     from robogen.policies import load_policy
-    from robogen.rollout.worker import EpisodeWorker, policy_context
+    from robogen.rollout.worker import policy_context
 
     render = RenderSettings(width=cfg.width, height=cfg.height, camera=cfg.camera or "")
     env = PerturbedEnv(
@@ -133,8 +140,7 @@ def _preflight(cfg: EvalConfig) -> tuple[EvalManifest, Any]:
     policy = load_policy(cfg.policy, ctx)
     manifest = build_manifest(cfg, env, policy)
     env.close()
-    worker = EpisodeWorker(manifest) if cfg.backend == "serial" else None
-    return manifest, worker
+    return manifest
 
 
 def _run(
@@ -144,7 +150,6 @@ def _run(
     address: str | None,
     num_gpus: float,
     progress: ProgressFn | None,
-    worker: Any = None,
 ) -> None:
     manifest = store.manifest
     units = plan_units(manifest)
@@ -163,10 +168,9 @@ def _run(
             progress(count, total)
 
     if cfg_backend == "serial":
-        if worker is None:
-            from robogen.rollout.worker import EpisodeWorker
+        from robogen.rollout.worker import EpisodeWorker
 
-            worker = EpisodeWorker(manifest)
+        worker = EpisodeWorker(manifest)
         try:
             for unit in todo:
                 on_unit(unit, worker.run_unit(unit))
@@ -191,10 +195,10 @@ def evaluate(cfg: EvalConfig, *, progress: ProgressFn | None = None) -> EvalOutc
     out = Path(cfg.out) if cfg.out else _default_out(cfg)
     if out.exists() and any(out.iterdir()):
         ResultStore.create(out, None)  # type: ignore[arg-type]  # raises the RunDirError
-    manifest, worker = _preflight(cfg)
+    manifest = prepare(cfg)
     store = ResultStore.create(out, manifest)
     (store.run_dir / "eval_config.json").write_text(cfg.model_dump_json(indent=2))
-    _run(store, cfg.backend, cfg.workers, cfg.address, cfg.num_gpus_per_worker, progress, worker)
+    _run(store, cfg.backend, cfg.workers, cfg.address, cfg.num_gpus_per_worker, progress)
     return finish_report(store, videos=cfg.videos)
 
 

@@ -271,3 +271,18 @@ def test_max_steps_and_wrapper_record() -> None:
         _, _, term, trunc, _ = env.step(np.zeros(3, dtype=np.float32))
         steps, done = steps + 1, term or trunc
     assert steps == 7
+
+
+def test_destroying_one_env_leaves_another_renderer_intact() -> None:
+    """A collected env must free its GL objects in its own context, not the current one."""
+    import gc
+
+    keep = make_adapted("Walker2d-v5", obs_mode="pixels")
+    img, _ = keep.reset(seed=0)
+    other = make_adapted("Hopper-v5", obs_mode="pixels")
+    other.reset(seed=0)
+    keep.render_frame()  # keep's context is current while `other` is collected
+    del other
+    gc.collect()
+    np.testing.assert_array_equal(keep.render_frame(), img)
+    keep.close()

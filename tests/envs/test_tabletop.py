@@ -99,8 +99,9 @@ def test_consecutive_resets_differ(env_id):
     first, _ = env.reset(seed=0)
     second, _ = env.reset()
     assert not np.allclose(first, second)
-    obj = slice(14, 17)
-    assert np.linalg.norm(first[obj] - second[obj]) > 1e-3 or not np.allclose(first[21:24], second[21:24])
+    obj, target = slice(14, 17), slice(21, 24)
+    assert np.linalg.norm(first[obj] - second[obj]) > 1e-3
+    assert np.linalg.norm(first[target] - second[target]) > 1e-3
 
 
 def test_state_layout_matches_sim():
@@ -160,12 +161,15 @@ def test_scene_protocol_and_roles():
     scene = find_scene(env)
     assert isinstance(scene, MujocoScene)
     roles, model = scene.roles, scene.model
-    for body in roles.object_bodies + roles.robot_bodies + roles.distractor_slots + roles.keep_clear:
+    bodies = roles.object_bodies + roles.robot_bodies + roles.distractor_slots + roles.keep_clear
+    for body in bodies:
         assert model.body(body).name == body
-    for geom in roles.floor_geoms + roles.table_geoms + roles.object_geoms:
-        assert model.geom(geom).matid >= 0 and model.mat_texid[model.geom(geom).matid, 1] >= 0
-    tex = {model.mat_texid[model.geom(g).matid, 1] for g in ("floor", "table_top", "object_geom")}
-    assert len(tex) == 3  # each its own texture
+    geoms = roles.floor_geoms + roles.table_geoms + roles.object_geoms
+    mats = [int(model.geom(g).matid[0]) for g in geoms]
+    tex = [int(model.mat_texid[m, int(mujoco.mjtTextureRole.mjTEXROLE_RGB)]) for m in mats]
+    assert min(mats) >= 0 and min(tex) >= 0
+    assert len(set(mats)) == len(set(tex)) == 3  # each its own material and texture
+    assert all(model.tex_width[t] == model.tex_height[t] == 64 for t in tex)
     assert roles.robot_bodies[0] == "arm_base" and roles.cameras[0] == "front"
     assert set(roles.lights) == {"key_light", "fill_light"}
     assert not model.light_castshadow.any()
@@ -188,7 +192,7 @@ def test_textures_changed_reaches_renderer():
     scene = find_scene(env)
     nominal, _ = env.reset(seed=0)
     model = scene.model
-    tex = model.mat_texid[model.geom("table_top").matid, 1]
+    tex = int(model.mat_texid[int(model.geom("table_top").matid[0]), 1])
     adr, size = model.tex_adr[tex], model.tex_width[tex] * model.tex_height[tex] * 3
     saved = model.tex_data[adr:adr + size].copy()
     model.tex_data[adr:adr + size] = 20
@@ -236,8 +240,10 @@ def test_make_via_robogen_envs():
     obs, _ = env.reset(seed=0)
     assert obs.shape == (30, 40, 3)
     scene = find_scene(env)
-    assert scene.model.vis.quality.shadowsize == 512
-    for i in range(7):
+    assert scene.model.vis.quality.shadowsize == 512 == scene.render_settings.shadowsize
+    default = find_scene(make("robogen/Push-v0", obs_mode="pixels", render=RenderSettings()))
+    assert default.render_settings.shadowsize == sc.SHADOW_SIZE  # 0 means "the scene's own"
+    for _ in range(7):
         *_, terminated, truncated, _ = env.step(np.zeros(6, np.float32))
     assert truncated or terminated
     with pytest.raises(InvalidSpecError, match="own success predicate"):

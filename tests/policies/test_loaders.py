@@ -45,7 +45,8 @@ def test_shipped_checkpoint_acts_in_batches() -> None:
     assert act.shape == (4, 2) and act.dtype == np.float32
     assert np.all(np.abs(act) <= 1.0)
     np.testing.assert_array_equal(policy.act(obs), act)  # deterministic
-    np.testing.assert_array_equal(policy.act(obs[1:2])[0], act[1])  # batch-independent
+    # a row's action depends on the batch only at float32 rounding level (BLAS kernels)
+    np.testing.assert_allclose(policy.act(obs[1:2])[0], act[1], atol=1e-6)
     assert detect_algo(CKPT) == "ppo"
     meta = json.loads((CKPT_DIR / "ppo_reacher.json").read_text())
     assert meta["vecnormalize"] is True and meta["env_id"] == "Reacher-v5"
@@ -101,7 +102,8 @@ def test_vecnormalize_of_another_env_is_a_space_mismatch(tmp_path: Path) -> None
     vn = VecNormalize(DummyVecEnv([lambda: gym.make("Hopper-v5")]))
     vn.save(str(tmp_path / "hopper_vn.pkl"))
     with pytest.raises(SpaceMismatchError, match=r"\(11,\)"):
-        load_policy(f"sb3:{CKPT}", _ctx("gymnasium/Reacher-v5", vecnormalize=tmp_path / "hopper_vn.pkl"))
+        load_policy(f"sb3:{CKPT}",
+                    _ctx("gymnasium/Reacher-v5", vecnormalize=tmp_path / "hopper_vn.pkl"))
     (tmp_path / "junk.pkl").write_bytes(b"not a pickle")
     with pytest.raises(CheckpointError, match="junk.pkl"):
         load_policy(f"sb3:{CKPT}", _ctx("gymnasium/Reacher-v5", vecnormalize=tmp_path / "junk.pkl"))
@@ -150,6 +152,8 @@ def test_unknown_scheme_and_empty_uri() -> None:
     ctx = _ctx("gymnasium/Reacher-v5")
     with pytest.raises(UnknownNameError, match="sb3"):
         load_policy("sb4:model.zip", ctx)
+    with pytest.raises(UnknownNameError, match="'python'"):
+        load_policy("pyton:pkg.mod:make", ctx)
     with pytest.raises(InvalidSpecError):
         load_policy("  ", ctx)
 

@@ -1,0 +1,170 @@
+"""Rollout throughput, competing ways side by side in one run; prints ratios.
+
+1. robogen's serial backend against a bare hand-written loop (same policy, env,
+   episodes). Goal: overhead <= 10% (ratio bare/robogen >= 0.91).
+2. The Ray backend with 2 workers against the serial backend (same units).
+   Goal: >= 1.7x.
+3. Pixel-observation evaluation frames/s against raw ``mujoco.Renderer``
+   frames/s on the same scene and render settings. Goal: >= 0.9.
+
+The machine is noisy; absolute times mean little, ratios are what to read.
+Usage: python benchmarks/bench_rollout.py [--episodes N] [--quick]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import time
+
+os.environ.setdefault("MUJOCO_GL", "egl")
+
+import numpy as np  # noqa: E402
+
+import robogen  # noqa: E402,F401
+from robogen.configs import load_eval_config  # noqa: E402
+from robogen.envs import find_scene, make  # noqa: E402
+from robogen.policies import load_policy  # noqa: E402
+from robogen.rollout.plan import episode_seed  # noqa: E402
+from robogen.rollout.runner import plan_units, prepare  # noqa: E402
+from robogen.rollout.worker import EpisodeWorker, policy_context  # noqa: E402
+
+
+def _manifest(env: str, policy: str, episodes: int, obs_mode: str = "state", batch: int = 8,
+              axes: list[str] | None = None, vecnormalize: str | None = None):
+    cfg = load_eval_config(
+        None, env=env, policy=policy, episodes=episodes, axes=axes or ["physics"],
+        severities=[1.0], combined=False, backend="serial", obs_mode=obs_mode, batch_size=batch,
+        vecnormalize=vecnormalize, videos=0,
+    )
+    return prepare(cfg)
+
+
+def bare_loop(env_id: str, policy_uri: str, episodes: int, seed: int, obs_mode: str = "state",
+              vecnormalize: str | None = None) -> tuple[float, int]:
+    """What a user writes by hand: one env, one observation at a time."""
+    env = make(env_id, obs_mode=obs_mode)
+    ctx = policy_context(env_id, obs_mode, vecnormalize, env)
+    policy = load_policy(policy_uri, ctx)
+    if callable(getattr(policy, "attach", None)):
+        policy.attach([find_scene(env)])
+    steps = 0
+    t0 = time.perf_counter()
+    for i in range(episodes):
+        obs, _ = env.reset(seed=episode_seed(seed, i))
+        policy.reset([0])
+        done = False
+        while not done:
+            obs_b = {k: v[None] for k, v in obs.items()} if isinstance(obs, dict) else obs[None]
+            a = policy.act(obs_b, deterministic=True)[0]
+            obs, _, term, trunc, _ = env.step(np.clip(a, env.action_space.low, env.action_space.high))
+            steps += 1
+            done = term or trunc
+    return time.perf_counter() - t0, steps
+
+
+def robogen_serial(manifest, nominal_only: bool = True) -> tuple[float, int]:
+    worker = EpisodeWorker(manifest)
+    units = [u for u in plan_units(manifest) if (u.condition.name == "nominal") or not nominal_only]
+    t0 = time.perf_counter()
+    steps = 0
+    for u in units:
+        steps += sum(r.length_steps for r in worker.run_unit(u))
+    dt = time.perf_counter() - t0
+    worker.close()
+    return dt, steps
+
+
+def robogen_ray(manifest, workers: int) -> tuple[float, float, int]:
+    import ray
+
+    from robogen.rollout.ray_backend import init_ray, run_units_ray
+
+    t_init = time.perf_counter()
+    init_ray(num_cpus=workers)
+    init_s = time.perf_counter() - t_init
+    steps = 0
+
+    def on_unit(unit, results):
+        nonlocal steps
+        steps += sum(r.length_steps for r in results)
+
+    t0 = time.perf_counter()
+    run_units_ray(manifest, plan_units(manifest), on_unit, num_workers=workers, shutdown=False)
+    dt = time.perf_counter() - t0
+    ray.shutdown()
+    return dt, init_s, steps
+
+
+def raw_render_fps(env_id: str, frames: int) -> float:
+    import mujoco
+
+    env = make(env_id, obs_mode="pixels")
+    env.reset(seed=0)
+    scene = find_scene(env)
+    rs = getattr(scene, "render_settings", None)
+    model = scene.model
+    model.vis.quality.shadowsize = rs.shadowsize if rs else 0
+    model.vis.quality.offsamples = rs.offsamples if rs else 0
+    w, h = (rs.width, rs.height) if rs else (84, 84)
+    cam = rs.camera if rs and rs.camera else (scene.roles.cameras[0] if scene.roles.cameras else -1)
+    r = mujoco.Renderer(model, h, w)
+    for _ in range(10):
+        r.update_scene(scene.data, camera=cam)
+        r.render()
+    t0 = time.perf_counter()
+    for _ in range(frames):
+        r.update_scene(scene.data, camera=cam)
+        r.render()
+    dt = time.perf_counter() - t0
+    r.close()
+    return frames / dt
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--episodes", type=int, default=40)
+    ap.add_argument("--quick", action="store_true")
+    args = ap.parse_args()
+    n = 12 if args.quick else args.episodes
+    ckpt = "sb3:robogen/assets/checkpoints/ppo_reacher.zip"
+    vn = "robogen/assets/checkpoints/ppo_reacher_vecnormalize.pkl"
+    rows = []
+
+    for env_id, pol, vnorm in (
+        ("gymnasium/Reacher-v5", ckpt, vn),
+        ("robogen/PickPlace-v0", "expert:pick_place", None),
+    ):
+        m = _manifest(env_id, pol, n, vecnormalize=vnorm)
+        bare_s, bare_steps = bare_loop(env_id, pol, n, m.seed, vecnormalize=vnorm)
+        ser_s, ser_steps = robogen_serial(m)
+        rows.append((f"serial vs bare loop [{env_id}]",
+                     f"bare {bare_steps / bare_s:,.0f} steps/s, robogen {ser_steps / ser_s:,.0f} steps/s",
+                     (ser_steps / ser_s) / (bare_steps / bare_s), ">= 0.91"))
+
+    m = _manifest("robogen/PickPlace-v0", "expert:pick_place", n)
+    ser_s, ser_steps = robogen_serial(m, nominal_only=False)
+    ray_s, init_s, ray_steps = robogen_ray(m, workers=2)
+    assert ray_steps == ser_steps
+    rows.append(("ray 2 workers vs serial [PickPlace expert]",
+                 f"serial {ser_s:.1f} s, ray {ray_s:.1f} s (+{init_s:.1f} s ray.init)",
+                 ser_s / ray_s, ">= 1.7"))
+
+    for env_id in ("robogen/PickPlace-v0", "gymnasium/Reacher-v5"):
+        m = _manifest(env_id, "random", max(4, n // 4), obs_mode="pixels")
+        px_s, px_steps = robogen_serial(m)
+        raw = raw_render_fps(env_id, 500)
+        rows.append((f"pixel eval vs raw Renderer [{env_id}]",
+                     f"eval {px_steps / px_s:,.0f} frames/s, raw {raw:,.0f} frames/s "
+                     f"({m.render.width}x{m.render.height}, shadowsize {m.render.shadowsize}, "
+                     f"offsamples {m.render.offsamples})",
+                     (px_steps / px_s) / raw, ">= 0.9"))
+
+    print()
+    print(f"{'comparison':48s} {'ratio':>7s}  {'goal':>7s}  detail")
+    for name, detail, ratio, goal in rows:
+        print(f"{name:48s} {ratio:7.2f}  {goal:>7s}  {detail}")
+
+
+if __name__ == "__main__":
+    main()

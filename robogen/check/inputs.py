@@ -1,0 +1,293 @@
+"""What a check compares: the outcomes of a baseline and a candidate, and their protocols.
+
+A side of the comparison is a saved run directory (per-episode outcomes, so
+episodes can be paired), a ``report.json`` alone (per-condition counts only,
+so the test is unpaired), or a policy URI that robogen evaluates for the check
+(:mod:`robogen.check.evaluation`). Both sides must share the evaluation
+*protocol* (:data:`PROTOCOL_FIELDS`); the run seed and the number of episodes
+may differ (a different seed makes the comparison unpaired; a different
+number of episodes pairs the common episode indices).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+from robogen.check.records import RunInfo
+from robogen.errors import InvalidSpecError, RunDirError
+from robogen.types import NOMINAL, Condition, EpisodeResult, EvalManifest, RenderSettings
+
+PROTOCOL_FIELDS = (
+    "env_id", "obs_mode", "axes", "severities", "splits", "combined", "max_steps",
+    "success_threshold", "env_kwargs", "conditions", "render",
+)
+"""Manifest fields that define what an episode is; they must agree between baseline and candidate."""
+
+PROTOCOL_MISMATCH = (
+    "the baseline and candidate were evaluated under different protocols, so their success "
+    "rates are not comparable; differing fields: {fields}. Evaluate the candidate under the "
+    "baseline's manifest instead: robogen check --baseline {baseline} --candidate POLICY_URI"
+)
+NOT_FOUND = (
+    "{role} {source!r} is neither an existing run directory or report.json nor a policy URI "
+    "(sb3:PATH.zip, expert:<task>, python:mod:factory, random); check the path"
+)
+NO_EPISODES = (
+    "{role} run directory {path!r} has no finished episodes and no report.json; "
+    "finish it with: robogen eval --resume {path}"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class ConditionOutcomes:
+    """Per-episode success of one condition of one run.
+
+    Attributes:
+        episode_index: (n,) int64 episode indices, strictly increasing.
+        success: (n,) bool success of each of those episodes.
+    """
+
+    episode_index: NDArray[np.int64]
+    success: NDArray[np.bool_]
+
+    def first(self, n: int) -> ConditionOutcomes:
+        """The episodes with index < n (the first n planned episodes)."""
+        keep = self.episode_index < n
+        return ConditionOutcomes(self.episode_index[keep], self.success[keep])
+
+
+@dataclass(frozen=True, slots=True)
+class RunData:
+    """One side of a comparison.
+
+    Attributes:
+        manifest: The run's evaluation manifest.
+        info: Provenance shown in the outputs.
+        counts: Condition name -> (successes, episodes).
+        episodes: Condition name -> per-episode outcomes; None when only a
+            report.json was available (the comparison is then unpaired).
+        not_applied: Conditions whose axes changed nothing in any episode.
+    """
+
+    manifest: EvalManifest
+    info: RunInfo
+    counts: Mapping[str, tuple[int, int]]
+    episodes: Mapping[str, ConditionOutcomes] | None = None
+    not_applied: frozenset[str] = field(default_factory=frozenset)
+
+    @classmethod
+    def from_results(
+        cls, manifest: EvalManifest, results: Sequence[EpisodeResult], info: RunInfo
+    ) -> RunData:
+        """Group episode results by condition (episodes of unknown conditions are ignored)."""
+        names = {c.name: c for c in manifest.conditions}
+        rows: dict[str, dict[int, tuple[bool, bool]]] = {n: {} for n in names}
+        for r in results:
+            if r.condition in rows:
+                applied = set(names[r.condition].axes) <= set(r.changed_axes)
+                rows[r.condition][r.episode_index] = (r.success, applied)
+        episodes, counts, not_applied = {}, {}, set()
+        for name, by_index in rows.items():
+            idx = np.array(sorted(by_index), dtype=np.int64)
+            succ = np.array([by_index[i][0] for i in idx], dtype=np.bool_)
+            episodes[name] = ConditionOutcomes(idx, succ)
+            counts[name] = (int(succ.sum()), int(idx.size))
+            if names[name].axes and idx.size and not any(a for _, a in by_index.values()):
+                not_applied.add(name)
+        return cls(manifest, info, counts, episodes, frozenset(not_applied))
+
+    def first(self, n: int, conditions: Sequence[str] | None = None) -> RunData:
+        """This run restricted to episode indices < n (of ``conditions``, others unchanged)."""
+        if self.episodes is None:
+            return self
+        names = set(self.episodes if conditions is None else conditions)
+        eps = {k: (v.first(n) if k in names else v) for k, v in self.episodes.items()}
+        counts = {k: (int(v.success.sum()), int(v.success.size)) for k, v in eps.items()}
+        return replace(self, episodes=eps, counts=counts)
+
+
+def run_data_from_arrays(
+    outcomes: Mapping[str, ArrayLike],
+    *,
+    env_id: str = "synthetic",
+    policy: str = "synthetic",
+    seed: int = 0,
+    source: str = "arrays",
+) -> RunData:
+    """A :class:`RunData` from per-condition success arrays (episode i = entry i).
+
+    For tests, benchmarks and users' own outcome streams. Condition names
+    ``axis@severity`` become single-axis conditions, ``nominal`` the nominal one,
+    anything else a condition over the axes joined by ``+`` before the ``@``.
+
+    Args:
+        outcomes: Condition name -> (n,) bool success per episode index.
+        env_id: Env id written in the synthetic manifest.
+        policy: Policy id.
+        seed: Run seed; two runs with equal seeds are paired by episode index.
+        source: Provenance shown in the outputs.
+
+    Raises:
+        InvalidSpecError: If an array is not 1-D 0/1 data.
+    """
+    from robogen.types import AxisLevel
+
+    conds, results_counts, episodes = [], {}, {}
+    for name, arr in outcomes.items():
+        a = np.asarray(arr)
+        if a.ndim != 1 or (a.size and not np.isin(a, (0, 1)).all()):
+            raise InvalidSpecError(
+                f"outcomes[{name!r}] must be a 1-D array of success flags (bool or 0/1), "
+                f"got shape {a.shape}"
+            )
+        a = a.astype(np.bool_)
+        if name == NOMINAL:
+            conds.append(Condition(NOMINAL, ()))
+        else:
+            head, _, sev = name.partition("@")
+            try:
+                s = float(sev) if sev else 1.0
+            except ValueError:
+                s = 1.0
+            conds.append(Condition(name, tuple(AxisLevel(x, s) for x in head.split("+"))))
+        episodes[name] = ConditionOutcomes(np.arange(a.size, dtype=np.int64), a)
+        results_counts[name] = (int(a.sum()), int(a.size))
+    n = max((v.success.size for v in episodes.values()), default=0)
+    axes = tuple(dict.fromkeys(a for c in conds for a in c.axes))
+    sevs = tuple(sorted({lv.severity for c in conds for lv in c.levels}))
+    manifest = EvalManifest(
+        schema_version=1, env_id=env_id, policy=policy, vecnormalize=None, obs_mode="state",
+        axes=axes, severities=sevs, splits=(), combined=False, n_episodes=n, seed=seed,
+        max_steps=1, batch_size=1, success_threshold=None, conditions=tuple(conds),
+        render=RenderSettings(),
+    )
+    info = RunInfo(source=source, kind="run_dir", policy=policy, run_dir=None, seed=seed,
+                   n_episodes=n)
+    return RunData(manifest, info, results_counts, episodes)
+
+
+def is_saved(source: str | Path) -> bool:
+    """Whether ``source`` names an existing run directory or report file (else a policy URI)."""
+    return Path(source).exists()
+
+
+def load_saved(source: str | Path, role: str = "baseline") -> RunData:
+    """Load a run directory or a report.json.
+
+    A run directory gives per-episode outcomes (pairable); a report.json alone
+    gives per-condition counts. A report.json next to its run's episodes is
+    validated, then the episodes are used.
+
+    Raises:
+        RunDirError: If the path is missing, not a run directory or report, has
+            no finished episodes, or its manifest or report is corrupt.
+    """
+    from robogen.reports.writers import load_report
+    from robogen.rollout.store import MANIFEST, ResultStore
+
+    path = Path(source)
+    if not path.exists():
+        raise RunDirError(NOT_FOUND.format(role=role, source=str(source)))
+    report = None
+    if path.is_file():
+        if path.suffix != ".json":
+            raise RunDirError(
+                f"{role} {str(path)!r} is a file but not a report.json; pass a run directory, "
+                "a report.json or a policy URI"
+            )
+        report = load_report(path)
+        run_dir = path.parent
+    else:
+        run_dir = path
+    if (run_dir / MANIFEST).is_file():
+        store = ResultStore.open(run_dir)
+        results = store.load_results()
+        if results:
+            m = store.manifest
+            info = RunInfo(str(source), "run_dir", m.policy, str(run_dir), m.seed, m.n_episodes)
+            return RunData.from_results(m, results, info)
+    if report is None:
+        if not (run_dir / "report.json").is_file():
+            if (run_dir / MANIFEST).is_file():
+                raise RunDirError(NO_EPISODES.format(role=role, path=str(run_dir)))
+            raise RunDirError(
+                f"{role} {str(run_dir)!r} is not a robogen run directory: it has neither "
+                "manifest.json nor report.json"
+            )
+        report = load_report(run_dir)
+    m = report.manifest
+    counts = {c.condition: (int(c.successes), int(c.n)) for c in report.conditions}
+    not_applied = frozenset(
+        c.condition for c in report.conditions if c.axes and c.n > 0 and c.n_applied == 0
+    )
+    info = RunInfo(str(source), "report", m.policy, None, m.seed, m.n_episodes)
+    return RunData(m, info, counts, None, not_applied)
+
+
+def _protocol_view(m: EvalManifest, name: str) -> Any:
+    from robogen.types import to_dict
+
+    if name == "render":
+        return {k: v for k, v in to_dict(m.render).items() if k != "mujoco_gl"}
+    if name == "conditions":
+        return [to_dict(c) for c in m.conditions]
+    v = getattr(m, name)
+    return list(v) if isinstance(v, tuple) else v
+
+
+def _short(v: Any) -> str:
+    if isinstance(v, list) and v and isinstance(v[0], dict) and "name" in v[0]:
+        v = [c["name"] for c in v]
+    s = json.dumps(v, sort_keys=True)
+    return s if len(s) <= 120 else s[:117] + "..."
+
+
+def protocol_differences(baseline: EvalManifest, candidate: EvalManifest) -> list[str]:
+    """``field: baseline X vs candidate Y`` for each differing :data:`PROTOCOL_FIELDS` entry."""
+    out = []
+    for name in PROTOCOL_FIELDS:
+        a, b = _protocol_view(baseline, name), _protocol_view(candidate, name)
+        if a != b:
+            out.append(f"{name}: baseline {_short(a)} vs candidate {_short(b)}")
+    return out
+
+
+def check_protocols(baseline: RunData, candidate: RunData) -> None:
+    """Raise if the two runs do not share an evaluation protocol.
+
+    Raises:
+        InvalidSpecError: Naming every differing field with both values.
+    """
+    diffs = protocol_differences(baseline.manifest, candidate.manifest)
+    if diffs:
+        raise InvalidSpecError(
+            PROTOCOL_MISMATCH.format(fields="; ".join(diffs), baseline=baseline.info.source)
+        )
+
+
+def config_fields_from_manifest(manifest: EvalManifest) -> dict[str, Any]:
+    """:class:`~robogen.configs.EvalConfig` fields that reproduce ``manifest``'s protocol and seeds."""
+    return {
+        "env": manifest.env_id,
+        "axes": list(manifest.axes),
+        "severities": list(manifest.severities),
+        "splits": list(manifest.splits),
+        "combined": manifest.combined,
+        "episodes": manifest.n_episodes,
+        "seed": manifest.seed,
+        "max_steps": manifest.max_steps,
+        "batch_size": manifest.batch_size,
+        "obs_mode": manifest.obs_mode,
+        "width": manifest.render.width,
+        "height": manifest.render.height,
+        "camera": manifest.render.camera or None,
+        "success_threshold": manifest.success_threshold,
+        "env_kwargs": dict(manifest.env_kwargs),
+    }

@@ -1,0 +1,402 @@
+"""``robogen check`` end to end: resolve both sides, evaluate policies, decide, write outputs.
+
+Each side is a saved run (run directory or report.json) or a policy URI. The
+evaluation protocol comes from a saved side's manifest when there is one
+(the baseline's first); a policy is then evaluated under exactly that
+manifest (same env, axes, severities, splits, seed, episodes, step limit), so
+its episodes pair with the saved ones. When both sides are policies, the
+baseline is evaluated from ``--spec``/``--env`` first and the candidate under
+the baseline's manifest.
+
+Run directories of evaluated sides go to ``OUT/baseline`` and
+``OUT/candidate``; the check writes ``OUT/check.{json,md,xml}``.
+"""
+
+from __future__ import annotations
+
+import time
+import tomllib
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from robogen.check.gate import (
+    _check_args,
+    compare,
+    sequential_check,
+)
+from robogen.check.inputs import (
+    RunData,
+    check_protocols,
+    config_fields_from_manifest,
+    is_saved,
+    load_saved,
+)
+from robogen.check.records import (
+    DEFAULT_ALPHA,
+    DEFAULT_LOOKS,
+    DEFAULT_MARGIN,
+    DEFAULT_SPENDING,
+    CheckResult,
+    RunInfo,
+)
+from robogen.configs import EvalConfig, load_eval_config
+from robogen.errors import InvalidSpecError
+from robogen.types import EvalManifest, WorkUnit
+
+ProgressFn = Callable[[int, int], None]
+
+EXECUTION_FIELDS = ("backend", "workers", "address", "num_gpus_per_worker")
+"""Spec fields that say how to run, not what to run; always taken from ``--spec``."""
+_IGNORED_SPEC_FIELDS = ("policy", "vecnormalize", "out", "videos", "batch_size")
+
+SPEC_CONFLICT = (
+    "--spec {spec!r} disagrees with the manifest of {side} {source!r} on {fields}; the saved "
+    "run defines the protocol: remove these fields from the spec or re-evaluate the baseline"
+)
+NEEDS_ENV = (
+    "the baseline {baseline!r} is a policy, so the check must evaluate it: give --spec "
+    "eval.toml or --env ENV_ID (or pass a saved run directory / report.json as --baseline)"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class CheckOutcome:
+    """What :func:`run_check` produced.
+
+    Attributes:
+        result: The decisions.
+        out_dir: Folder of the outputs.
+        files: ``json``/``md``/``junit`` output paths, plus ``baseline_run`` and
+            ``candidate_run`` for evaluated sides.
+    """
+
+    result: CheckResult
+    out_dir: Path
+    files: dict[str, Path]
+
+
+def _default_out() -> Path:
+    return Path("runs") / f"check-{time.strftime('%Y%m%d-%H%M%S')}"
+
+
+def _read_spec(spec: Path | None) -> dict[str, Any]:
+    if spec is None:
+        return {}
+    try:
+        return tomllib.loads(Path(spec).read_text())
+    except FileNotFoundError:
+        raise InvalidSpecError(f"spec file {str(spec)!r} does not exist") from None
+    except tomllib.TOMLDecodeError as e:
+        raise InvalidSpecError(f"spec file {str(spec)!r} is not valid TOML: {e}") from e
+
+
+def _spec_conflicts(spec_data: dict[str, Any], manifest: EvalManifest) -> list[str]:
+    want = config_fields_from_manifest(manifest)
+    want["combined"] = manifest.combined
+    out = []
+    for key, value in spec_data.items():
+        if key in EXECUTION_FIELDS or key in _IGNORED_SPEC_FIELDS:
+            continue
+        if key not in want:
+            out.append(f"{key} (not a field of an evaluation)")
+            continue
+        have = want[key]
+        if key == "severities":
+            value = sorted({float(v) for v in value})
+            have = sorted(have)
+        if key == "combined" and not value and len(manifest.axes) < 2:
+            continue
+        if value != have:
+            out.append(f"{key} (spec {value!r}, manifest {have!r})")
+    return out
+
+
+def _execution(spec_data: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:
+    ex = {k: spec_data[k] for k in EXECUTION_FIELDS if k in spec_data}
+    ex.update({k: v for k, v in overrides.items() if v is not None})
+    return ex
+
+
+def _config_from_manifest(
+    manifest: EvalManifest, policy: str, vecnormalize: str | None, out: Path,
+    execution: dict[str, Any],
+) -> EvalConfig:
+    fields = config_fields_from_manifest(manifest)
+    return load_eval_config(None, **fields, policy=policy, vecnormalize=vecnormalize,
+                            out=out, videos=0, **execution)
+
+
+def _evaluated_info(uri: str, data: RunData) -> RunData:
+    m = data.manifest
+    n = sum(n for _, n in data.counts.values())
+    info = RunInfo(uri, "evaluated", m.policy, data.info.run_dir, m.seed, m.n_episodes, n)
+    return replace(data, info=info)
+
+
+def _evaluate(cfg: EvalConfig, uri: str, progress: ProgressFn | None) -> RunData:
+    from robogen.rollout.runner import evaluate
+
+    outcome = evaluate(cfg, progress=progress)
+    return _evaluated_info(uri, load_saved(outcome.run_dir))
+
+
+class _EvalSide:
+    """One evaluated side of a sequential check: its store, and a serial worker if any."""
+
+    def __init__(self, cfg: EvalConfig, uri: str) -> None:
+        from robogen.rollout.runner import _preflight
+        from robogen.rollout.store import ResultStore
+
+        self.cfg = cfg
+        self.uri = uri
+        manifest, self.worker = _preflight(cfg)  # every setup error surfaces before any episode
+        assert cfg.out is not None
+        self.store = ResultStore.create(Path(cfg.out), manifest)
+        (self.store.run_dir / "eval_config.json").write_text(cfg.model_dump_json(indent=2))
+
+    @property
+    def manifest(self) -> EvalManifest:
+        return self.store.manifest
+
+    def run(self, units: Sequence[WorkUnit]) -> None:
+        from robogen.rollout.worker import EpisodeWorker
+
+        done = self.store.done_units()
+        todo = [u for u in units if u.unit_id not in done]
+        if not todo:
+            return
+        if self.cfg.backend == "serial":
+            if self.worker is None:
+                self.worker = EpisodeWorker(self.manifest)
+            for u in todo:
+                self.store.write_unit(u.unit_id, self.worker.run_unit(u))
+        else:
+            import os
+
+            from robogen.rollout.ray_backend import run_units_ray
+
+            run_units_ray(
+                self.manifest, todo, lambda u, r: self.store.write_unit(u.unit_id, r),
+                num_workers=self.cfg.workers or (os.cpu_count() or 1), address=self.cfg.address,
+                num_gpus_per_worker=self.cfg.num_gpus_per_worker, shutdown=False,
+            )
+
+    def data(self) -> RunData:
+        info = RunInfo(self.uri, "evaluated", self.manifest.policy, str(self.store.run_dir),
+                       self.manifest.seed, self.manifest.n_episodes)
+        d = RunData.from_results(self.manifest, self.store.load_results(), info)
+        return _evaluated_info(self.uri, d)
+
+    def finish(self) -> Path:
+        from robogen.rollout.runner import finish_report
+
+        if self.worker is not None:
+            self.worker.close()
+            self.worker = None
+        if self.store.done_units():
+            finish_report(self.store, videos=0)
+        return self.store.run_dir
+
+
+class _EvalSource:
+    """:class:`~robogen.check.gate.OutcomeSource` that evaluates policies look by look."""
+
+    def __init__(self, baseline: RunData | _EvalSide, candidate: _EvalSide,
+                 progress: ProgressFn | None) -> None:
+        self.baseline = baseline
+        self.candidate = candidate
+        self.manifest = candidate.manifest
+        self.sides_evaluated = 2 if isinstance(baseline, _EvalSide) else 1
+        self._progress = progress
+        self._budget = self.manifest.n_episodes * len(self.manifest.conditions)
+        self._budget *= self.sides_evaluated
+
+    def advance(self, n: int, conditions: Sequence[str]) -> tuple[RunData, RunData]:
+        from robogen.rollout.runner import plan_units
+
+        names = set(conditions)
+        units = [u for u in plan_units(self.manifest)
+                 if u.condition.name in names and u.episode_indices[-1] < n]
+        sides = [s for s in (self.baseline, self.candidate) if isinstance(s, _EvalSide)]
+        for side in sides:
+            side.run(units)
+        base = self.baseline.data() if isinstance(self.baseline, _EvalSide) else self.baseline
+        cand = self.candidate.data()
+        if self._progress:
+            done = cand.info.episodes_run + (base.info.episodes_run if len(sides) == 2 else 0)
+            self._progress(done, self._budget)
+        return base, cand
+
+
+def run_check(
+    baseline: str | Path,
+    candidate: str | Path,
+    *,
+    spec: Path | None = None,
+    env: str | None = None,
+    episodes: int | None = None,
+    seed: int | None = None,
+    margin: float = DEFAULT_MARGIN,
+    alpha: float = DEFAULT_ALPHA,
+    sequential: bool = False,
+    looks: int = DEFAULT_LOOKS,
+    spending: str = DEFAULT_SPENDING,
+    paired: bool | None = None,
+    out: Path | None = None,
+    junit: Path | None = None,
+    backend: str | None = None,
+    workers: int | None = None,
+    address: str | None = None,
+    baseline_vecnormalize: str | None = None,
+    candidate_vecnormalize: str | None = None,
+    fail_on_inconclusive: bool = False,
+    write: bool = True,
+    progress: ProgressFn | None = None,
+) -> CheckOutcome:
+    """Compare a candidate with a baseline and write check.{json,md,xml}.
+
+    Args:
+        baseline: Run directory, report.json, or policy URI.
+        candidate: Run directory, report.json, or policy URI.
+        spec: TOML evaluation spec: the protocol when both sides are policies;
+            otherwise only its execution fields (backend, workers, address,
+            num_gpus_per_worker) are used, and protocol fields must agree with
+            the saved run's manifest.
+        env: Env id when the baseline is a policy and no spec gives one.
+        episodes: Episodes per condition when the baseline is a policy.
+        seed: Run seed when the baseline is a policy.
+        margin: Non-inferiority margin on the success rate, in [0, 1).
+        alpha: Family-wise error of each kind of verdict, in (0, 0.5).
+        sequential: Evaluate in looks and stop conditions once decided.
+        looks: Planned looks of the sequential mode.
+        spending: Alpha-spending function of the sequential mode.
+        paired: Force/forbid pairing (None: pair when the seeds match).
+        out: Output folder (default ``runs/check-<time>``).
+        junit: JUnit XML path (default ``OUT/check.xml``).
+        backend: ``ray`` or ``serial`` for evaluated sides (default: spec, else ray).
+        workers: Ray workers.
+        address: Ray cluster address.
+        baseline_vecnormalize: VecNormalize statistics of an SB3 baseline.
+        candidate_vecnormalize: VecNormalize statistics of an SB3 candidate.
+        fail_on_inconclusive: Exit 1 when the check is inconclusive.
+        write: Write the output files (False: only return the result).
+        progress: Called with (episodes done, total) while evaluating.
+
+    Returns:
+        The :class:`CheckOutcome`.
+
+    Raises:
+        InvalidSpecError, RunDirError, SpaceMismatchError, CheckpointError,
+        UnknownNameError: On invalid input, before the check decides anything.
+    """
+    _check_args(margin, alpha)
+    out_dir = Path(out) if out is not None else _default_out()
+    spec_data = _read_spec(spec)
+    execution = _execution(spec_data, {"backend": backend, "workers": workers,
+                                       "address": address})
+    base_saved, cand_saved = is_saved(baseline), is_saved(candidate)
+    if sequential and base_saved and cand_saved:
+        raise InvalidSpecError(
+            "--sequential evaluates in batches, so the candidate (or baseline) must be a policy "
+            "URI, not a saved run; drop --sequential to compare two saved runs"
+        )
+    files: dict[str, Path] = {}
+    base_data = load_saved(baseline, "baseline") if base_saved else None
+    cand_data = load_saved(candidate, "candidate") if cand_saved else None
+    protocol = (base_data or cand_data).manifest if (base_data or cand_data) else None
+    if protocol is not None and spec_data:
+        side, src = ("baseline", baseline) if base_data else ("candidate", candidate)
+        conflicts = _spec_conflicts(spec_data, protocol)
+        if conflicts:
+            raise InvalidSpecError(SPEC_CONFLICT.format(spec=str(spec), side=side,
+                                                        source=str(src),
+                                                        fields="; ".join(conflicts)))
+    if base_data is not None and cand_data is not None:
+        check_protocols(base_data, cand_data)
+
+    base_cfg = cand_cfg = None
+    if base_data is None:
+        if protocol is not None:
+            base_cfg = _config_from_manifest(protocol, str(baseline), baseline_vecnormalize,
+                                             out_dir / "baseline", execution)
+        else:
+            if not spec_data and env is None:
+                raise InvalidSpecError(NEEDS_ENV.format(baseline=str(baseline)))
+            base_cfg = load_eval_config(
+                spec, env=env, episodes=episodes, seed=seed, policy=str(baseline),
+                vecnormalize=baseline_vecnormalize, out=out_dir / "baseline", videos=0,
+                **execution,
+            )
+
+    if not sequential:
+        if base_data is None:
+            assert base_cfg is not None
+            base_data = _evaluate(base_cfg, str(baseline), progress)
+            files["baseline_run"] = out_dir / "baseline"
+        if cand_data is None:
+            cand_cfg = _config_from_manifest(base_data.manifest, str(candidate),
+                                             candidate_vecnormalize, out_dir / "candidate",
+                                             execution)
+            cand_data = _evaluate(cand_cfg, str(candidate), progress)
+            files["candidate_run"] = out_dir / "candidate"
+        result = compare(base_data, cand_data, margin=margin, alpha=alpha, paired=paired,
+                         fail_on_inconclusive=fail_on_inconclusive)
+    else:
+        result, run_files = _sequential(
+            base_data, cand_data, base_cfg, baseline, candidate, candidate_vecnormalize,
+            out_dir, execution, margin=margin, alpha=alpha, looks=looks, spending=spending,
+            paired=paired, fail_on_inconclusive=fail_on_inconclusive, progress=progress,
+        )
+        files.update(run_files)
+    if write:
+        from robogen.check.outputs import write_outputs
+
+        files.update(write_outputs(result, out_dir, junit=junit))
+    return CheckOutcome(result, out_dir, files)
+
+
+def _sequential(
+    base_data: RunData | None, cand_data: RunData | None, base_cfg: EvalConfig | None,
+    baseline: str | Path, candidate: str | Path, candidate_vecnormalize: str | None,
+    out_dir: Path, execution: dict[str, Any], *, progress: ProgressFn | None, **kw: Any,
+) -> tuple[CheckResult, dict[str, Path]]:
+    if cand_data is not None:
+        raise InvalidSpecError(
+            "--sequential evaluates the candidate in batches, so --candidate must be a policy "
+            f"URI, got the saved run {str(candidate)!r}; drop --sequential to compare saved runs"
+        )
+    sides: dict[str, _EvalSide] = {}
+    files: dict[str, Path] = {}
+    try:
+        if base_data is None:
+            assert base_cfg is not None
+            sides["baseline_run"] = _EvalSide(base_cfg, str(baseline))
+            protocol = sides["baseline_run"].manifest
+        else:
+            protocol = base_data.manifest
+        cand_cfg = _config_from_manifest(protocol, str(candidate), candidate_vecnormalize,
+                                         out_dir / "candidate", execution)
+        sides["candidate_run"] = _EvalSide(cand_cfg, str(candidate))
+        base_src: RunData | _EvalSide = base_data if base_data is not None else sides[
+            "baseline_run"]
+        source = _EvalSource(base_src, sides["candidate_run"], progress)
+        result = sequential_check(source, **kw)
+    finally:
+        for name, side in sides.items():
+            files[name] = side.finish()
+        _shutdown_ray_if_started(execution)
+    return result, files
+
+
+def _shutdown_ray_if_started(execution: dict[str, Any]) -> None:
+    if execution.get("backend", "ray") != "ray":
+        return
+    import sys
+
+    if "ray" in sys.modules:
+        import ray
+
+        if ray.is_initialized() and not execution.get("address"):
+            ray.shutdown()

@@ -1,0 +1,57 @@
+"""Perturbation axes (factors of variation) and the wrapper that applies them at reset.
+
+Importing this package registers the seven axes in :data:`AXES`:
+
+=============  ==========  ==================================================================
+axis           kind        what changes
+=============  ==========  ==================================================================
+lighting       visual      light direction, intensity, colour, ambient, specular, shadows
+texture        visual      table / floor+background / object colours and procedural textures
+distractors    visual      extra objects (visual-only; physical above severity 0.5)
+camera         visual      observation camera azimuth, elevation, distance, fovy
+embodiment     structural  link lengths (recompile), link masses, joint damping, gains
+physics        physical    friction, object mass, gravity magnitude and tilt
+object_pose    physical    object/target placement offsets after the env's reset
+=============  ==========  ==================================================================
+
+Use :class:`PerturbedEnv` to apply a condition (a sequence of
+:class:`~robogen.types.AxisLevel`) to an env made by :func:`robogen.envs.make`.
+"""
+
+from __future__ import annotations
+
+from robogen.perturbations import (  # noqa: F401  (importing registers the axes)
+    camera,
+    distractors,
+    embodiment,
+    lighting,
+    object_pose,
+    physics,
+    texture,
+)
+from robogen.perturbations.base import (
+    AXES,
+    AXIS_KINDS,
+    Axis,
+    Perturbation,
+    check_level,
+    make_axis,
+    register_axis,
+)
+from robogen.perturbations.camera import CameraAxis, CameraPerturbation
+from robogen.perturbations.distractors import DistractorsAxis, DistractorsPerturbation
+from robogen.perturbations.embodiment import EmbodimentAxis, EmbodimentPerturbation
+from robogen.perturbations.lighting import LightingAxis, LightingPerturbation
+from robogen.perturbations.object_pose import ObjectPoseAxis, ObjectPosePerturbation
+from robogen.perturbations.physics import PhysicsAxis, PhysicsPerturbation
+from robogen.perturbations.texture import TextureAxis, TexturePerturbation
+from robogen.perturbations.wrapper import PerturbedEnv, SimulationUnstableError, axis_rng
+
+__all__ = [
+    "AXES", "AXIS_KINDS", "Axis", "CameraAxis", "CameraPerturbation", "DistractorsAxis",
+    "DistractorsPerturbation", "EmbodimentAxis", "EmbodimentPerturbation", "LightingAxis",
+    "LightingPerturbation", "ObjectPoseAxis", "ObjectPosePerturbation", "Perturbation",
+    "PerturbedEnv", "PhysicsAxis", "PhysicsPerturbation", "SimulationUnstableError",
+    "TextureAxis", "TexturePerturbation", "axis_rng", "check_level", "make_axis",
+    "register_axis",
+]

@@ -1,0 +1,332 @@
+"""``PerturbedEnv``: applies a condition's axis levels to a MuJoCo scene at every reset.
+
+At ``reset`` (never per step) the wrapper:
+
+1. drops levels of severity 0 (bit-identical nominal) and validates the rest;
+2. samples one :class:`~robogen.perturbations.base.Perturbation` per level, each
+   axis from its own stream ``SeedSequence([perturbation_seed, crc32(axis)])``,
+   so an axis draws the same values in a single-axis and a combined condition;
+3. recompiles when the structural edits (``edit_spec``) differ from the
+   installed ones: a fresh ``scene.nominal_spec()`` is edited, compiled and
+   installed, and a pristine copy is remembered as that structure's nominal;
+   going back to the nominal structure reinstalls the original model;
+4. restores every field any perturbation class may write (the union of
+   ``MODEL_FIELDS``) from the remembered nominal, applies ``apply_model`` of
+   each perturbation, re-uploads every texture written in this or the previous
+   episode, and runs ``mj_setConst`` if an inertial edit is in force. The
+   restored fields include every constant ``mj_setConst`` derives (inertial
+   weights, subtree masses, camera/light offsets), and ``mj_setConst`` on the
+   nominal model reproduces them bit for bit, so an episode after an inertial
+   edit needs no extra ``mj_setConst`` and nothing depends on episode history;
+5. resets the wrapped env with ``seed``;
+6. applies ``apply_state`` of each perturbation; if any changed the state, runs
+   ``mj_forward`` and takes the observation again from ``scene.observe()``;
+7. reports ``info["robogen"]["perturbations"]`` (records with ``changed``) and
+   ``info["robogen"]["changed_axes"]``.
+
+Edits are always *nominal ∘ value*, so resets never compound (the
+composable-variation design of dm_control's ``composer.variation``).
+``step`` raises :class:`SimulationUnstableError` when MuJoCo diverges: a
+non-finite ``qpos``/``qvel``/``qacc`` or a new ``mjWARN_BADQPOS``/``BADQVEL``/``BADQACC``
+warning (MuJoCo then resets ``MjData`` itself, so the state alone looks fine).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import zlib
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import gymnasium as gym
+import mujoco
+import numpy as np
+
+from robogen.envs.base import MujocoScene, find_scene
+from robogen.errors import InvalidPerturbationError, RobogenError, SceneError
+from robogen.perturbations import _util as u
+from robogen.perturbations.base import Axis, Perturbation, check_level, make_axis
+from robogen.types import AxisLevel
+
+DUPLICATE_AXIS = "axis {axis!r} appears more than once in the levels {levels}; give each axis once"
+BAD_PERTURBATION_SEED = (
+    "options['perturbation_seed'] must be a non-negative integer, got {value!r}"
+)
+UNSTABLE = (
+    "MuJoCo simulation became unstable at step {step} ({why}) under perturbations {axes}; "
+    "the episode is recorded with cause 'sim_unstable'. Lower the severity or check the "
+    "model's time step if this happens at nominal"
+)
+
+
+BAD_STATE_WARNINGS = (
+    mujoco.mjtWarning.mjWARN_BADQPOS, mujoco.mjtWarning.mjWARN_BADQVEL,
+    mujoco.mjtWarning.mjWARN_BADQACC,
+)
+"""MuJoCo warnings raised when it finds a non-finite or huge state and resets ``MjData``."""
+
+
+class SimulationUnstableError(RobogenError, RuntimeError):
+    """MuJoCo diverged: a non-finite state or a bad-acceleration warning during ``step``."""
+
+
+def all_perturbation_classes() -> list[type[Perturbation]]:
+    """Every (transitive) subclass of :class:`Perturbation` defined so far."""
+    out: list[type[Perturbation]] = []
+    stack = list(Perturbation.__subclasses__())
+    while stack:
+        cls = stack.pop()
+        if cls not in out:
+            out.append(cls)
+            stack.extend(cls.__subclasses__())
+    return out
+
+
+def axis_rng(perturbation_seed: int, axis: str) -> np.random.Generator:
+    """The generator of ``axis`` for an episode: ``SeedSequence([seed, crc32(axis)])``."""
+    return np.random.default_rng(np.random.SeedSequence([int(perturbation_seed),
+                                                         zlib.crc32(axis.encode())]))
+
+
+def _bad_counts(data: mujoco.MjData) -> tuple[int, ...]:
+    return tuple(int(data.warning[w].number) for w in BAD_STATE_WARNINGS)
+
+
+def _as_levels(levels: Iterable[AxisLevel | dict[str, Any]]) -> tuple[AxisLevel, ...]:
+    out = tuple(lv if isinstance(lv, AxisLevel) else AxisLevel.from_dict(lv) for lv in levels)
+    seen: set[str] = set()
+    for lv in out:
+        check_level(lv.severity, lv.split)
+        make_axis(lv.axis)  # raises UnknownNameError with close matches
+        if lv.axis in seen:
+            raise InvalidPerturbationError(DUPLICATE_AXIS.format(
+                axis=lv.axis, levels=[x.label for x in out]))
+        seen.add(lv.axis)
+    return out
+
+
+class PerturbedEnv(gym.Wrapper[Any, Any, Any, Any], gym.utils.RecordConstructorArgs):
+    """Apply axis levels to the wrapped env's MuJoCo scene at every reset.
+
+    Args:
+        env: An env with a :class:`~robogen.envs.base.MujocoScene` in its stack
+            (``robogen.envs.make``); its model must be nominal when wrapped.
+        levels: The condition: one :class:`~robogen.types.AxisLevel` (or its
+            dict) per axis; empty or all-zero severities is the nominal scene.
+
+    Raises:
+        SceneError: If ``env`` exposes no MujocoScene.
+        InvalidPerturbationError: On a severity outside [0, 1], an unknown split
+            or an axis given twice.
+        UnknownNameError: On an unregistered axis name (lists close matches).
+
+    Reset options:
+        ``perturbation_seed`` (int >= 0): seeds every axis's stream for this
+        episode. Without it, a seed is drawn from the wrapper's own generator
+        (seeded by ``reset(seed=...)``), leaving the env's ``np_random`` alone so
+        initial states stay paired across conditions.
+    """
+
+    def __init__(self, env: gym.Env[Any, Any],
+                 levels: Sequence[AxisLevel | dict[str, Any]] = ()) -> None:
+        parsed = _as_levels(levels)
+        gym.utils.RecordConstructorArgs.__init__(
+            self, levels=[{"axis": lv.axis, "severity": lv.severity, "split": lv.split}
+                          for lv in parsed])
+        gym.Wrapper.__init__(self, env)
+        self._scene: MujocoScene = find_scene(env)
+        self._levels = parsed
+        self._axes: dict[str, Axis] = {}
+        self._base_model = self._scene.model
+        self._base_pristine = copy.copy(self._base_model)
+        self._pristine = self._base_pristine
+        self._structure = ""
+        self._prev_textures: tuple[int, ...] = ()
+        self._rng: np.random.Generator | None = None
+        self._bad_counts = (0,) * len(BAD_STATE_WARNINGS)
+        self._steps = 0
+        self._last: tuple[Perturbation, ...] = ()
+        self._fields_cache: tuple[int, list[str]] | None = None
+
+    # -- public ------------------------------------------------------------------------------
+
+    @property
+    def scene(self) -> MujocoScene:
+        """The MujocoScene the levels act on."""
+        return self._scene
+
+    @property
+    def levels(self) -> tuple[AxisLevel, ...]:
+        """The levels applied at the next reset."""
+        return self._levels
+
+    @property
+    def perturbations(self) -> tuple[Perturbation, ...]:
+        """The perturbations applied at the last reset (severity-0 levels excluded)."""
+        return self._last
+
+    @property
+    def nominal_model(self) -> mujoco.MjModel:
+        """Pristine copy of the nominal model (do not edit)."""
+        return self._base_pristine
+
+    def set_levels(self, levels: Sequence[AxisLevel | dict[str, Any]]) -> None:
+        """Change the condition; takes effect at the next reset.
+
+        Raises:
+            InvalidPerturbationError: On a bad severity, split or duplicate axis.
+            UnknownNameError: On an unregistered axis.
+        """
+        self._levels = _as_levels(levels)
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None
+              ) -> tuple[Any, dict[str, Any]]:
+        """Apply the levels and reset the env; see the module docstring.
+
+        Args:
+            seed: Passed to the wrapped env's reset (initial state).
+            options: Passed on, except ``perturbation_seed`` (int >= 0).
+
+        Returns:
+            ``(obs, info)``; ``info["robogen"]`` has ``perturbations`` and ``changed_axes``.
+
+        Raises:
+            InvalidPerturbationError: On a bad ``perturbation_seed``.
+            SceneError: If a structural edit does not compile or a role is missing.
+        """
+        options = dict(options or {})
+        pseed = options.pop("perturbation_seed", None)
+        if seed is not None:
+            self._rng = np.random.default_rng(seed)
+        if pseed is None:
+            if self._rng is None:
+                self._rng = np.random.default_rng()
+            pseed = int(self._rng.integers(2**63))
+        if isinstance(pseed, bool) or not isinstance(pseed, (int, np.integer)) or pseed < 0:
+            raise InvalidPerturbationError(BAD_PERTURBATION_SEED.format(value=pseed))
+        active = [lv for lv in self._levels if lv.severity != 0]
+        perts = []
+        for lv in active:
+            check_level(lv.severity, lv.split)
+            perts.append(self._axis(lv.axis).sample(axis_rng(pseed, lv.axis), lv.severity,
+                                                    lv.split, self._scene))
+        changed = [False] * len(perts)
+
+        # (3) structure
+        spec_changed = self._install_structure(perts)
+        changed = [c or s for c, s in zip(changed, spec_changed, strict=True)]
+        # (4) model fields
+        scene = self._scene
+        model = scene.model
+        for path in self._model_fields(model):
+            u.copy_field(model, self._pristine, path)
+        touched: set[int] = set()
+        for i, p in enumerate(perts):
+            changed[i] = bool(p.apply_model(model, self._pristine, scene)) or changed[i]
+            touched.update(int(t) for t in p.textures_touched(model))
+        upload = tuple(sorted(t for t in touched | set(self._prev_textures) if t < model.ntex))
+        if upload:
+            scene.textures_changed(upload)
+        self._prev_textures = tuple(sorted(touched))
+        if any(p.NEEDS_SET_CONST for p in perts):
+            u.set_const(model)
+        # (5) env reset
+        obs, info = self.env.reset(seed=seed, options=options or None)
+        # (6) state edits
+        model, data = scene.model, scene.data
+        state_changed = False
+        for i, p in enumerate(perts):
+            c = bool(p.apply_state(model, data, scene))
+            state_changed |= c
+            changed[i] = changed[i] or c
+        if state_changed:
+            mujoco.mj_forward(model, data)
+            obs = scene.observe()
+        self._bad_counts = _bad_counts(data)
+        self._steps = 0
+        self._last = tuple(perts)
+        # (7) records
+        records = [{**p.to_record(), "changed": c} for p, c in zip(perts, changed, strict=True)]
+        info = dict(info)
+        robogen_info = dict(info.get("robogen") or {})
+        robogen_info["perturbations"] = records
+        robogen_info["changed_axes"] = [p.axis for p, c in zip(perts, changed, strict=True) if c]
+        info["robogen"] = robogen_info
+        return obs, info
+
+    def step(self, action: Any) -> tuple[Any, Any, bool, bool, dict[str, Any]]:
+        """Step the env.
+
+        Raises:
+            SimulationUnstableError: If the state is non-finite or MuJoCo reported a
+                diverged state during the step.
+        """
+        result = self.env.step(action)
+        self._steps += 1
+        data = self._scene.data
+        why = None
+        for name in ("qpos", "qvel", "qacc"):
+            if not np.all(np.isfinite(getattr(data, name))):
+                why = f"non-finite {name}"
+                break
+        if why is None:
+            counts = _bad_counts(data)
+            for warning, n, before in zip(BAD_STATE_WARNINGS, counts, self._bad_counts,
+                                          strict=True):
+                if n > before:
+                    why = f"MuJoCo reset the diverged state ({warning.name})"
+                    break
+        if why is not None:
+            axes = [p.axis for p in self._last] or "none (nominal)"
+            raise SimulationUnstableError(UNSTABLE.format(step=self._steps, why=why, axes=axes))
+        return result
+
+    # -- internals ---------------------------------------------------------------------------
+
+    def _axis(self, name: str) -> Axis:
+        if name not in self._axes:
+            self._axes[name] = make_axis(name)
+        return self._axes[name]
+
+    def _model_fields(self, model: mujoco.MjModel) -> list[str]:
+        """Union of MODEL_FIELDS of every Perturbation class (that this mujoco has)."""
+        classes = all_perturbation_classes()
+        if self._fields_cache is None or self._fields_cache[0] != len(classes):
+            fields: list[str] = []
+            for cls in classes:
+                for f in cls.MODEL_FIELDS:
+                    if f not in fields and u.has_field(model, f):
+                        fields.append(f)
+            self._fields_cache = (len(classes), fields)
+        return self._fields_cache[1]
+
+    def _install_structure(self, perts: list[Perturbation]) -> list[bool]:
+        """Recompile and install when the structural edits change; per-perturbation 'changed'."""
+        edits = [p for p in perts if p.has_spec_edit]
+        key = json.dumps([p.to_record() for p in edits], sort_keys=True) if edits else ""
+        flags = [p.has_spec_edit for p in perts]
+        if key == self._structure:
+            return flags
+        scene = self._scene
+        if not key:
+            # restore the nominal fields before the scene builds render resources from them
+            for path in self._model_fields(self._base_model):
+                u.copy_field(self._base_model, self._base_pristine, path)
+            scene.install_model(self._base_model)
+            self._pristine = self._base_pristine
+        else:
+            spec = scene.nominal_spec()
+            flags = [bool(p.edit_spec(spec, scene)) if p.has_spec_edit else False for p in perts]
+            try:
+                model = u.compile_spec(spec)
+            except Exception as e:  # noqa: BLE001 - MuJoCo raises ValueError with its log
+                raise SceneError(
+                    f"the structural edits of {[p.axis for p in edits]} do not compile: {e}; "
+                    "lower the severity or report the scene"
+                ) from e
+            scene.install_model(model)
+            self._pristine = copy.copy(scene.model)
+        self._structure = key
+        self._prev_textures = ()  # a newly installed model is uploaded whole
+        return flags

@@ -1,0 +1,686 @@
+"""Behaviour cloning in JAX (Flax + optax): many small policies trained at once with ``vmap``.
+
+A BC policy maps an observation to an action and is trained by regression on
+expert demonstrations: mean squared error between the network's ``tanh``
+output and the expert action rescaled from the env's action bounds to
+``[-1, 1]``.
+
+Networks:
+    ``mlp``: state observations ``(D,) float32``, normalized by the training
+    subset's mean and standard deviation (stored in the checkpoint; features
+    with std < 1e-3 are only centred; normalized values are clipped to
+    ``[-10, 10]``), then ``hidden`` ReLU layers and a ``tanh`` output.
+    ``cnn``: pixel observations ``(H, W, 3) uint8`` scaled to ``[0, 1]``
+    (NHWC), a Nature-DQN style conv stack (Mnih et al., 2015) with configurable
+    channels, a ``feature_dim`` projection with LayerNorm and ``tanh``, joined
+    with the normalized state when the observation mode is ``state+pixels``,
+    then the same MLP head.
+    Optional DrQ random-shift augmentation for pixels (Kostrikov, Yarats &
+    Fergus, 2021, "Image Augmentation Is All You Need"): pad each image by
+    ``shift_pad`` pixels (edge replication) and crop back to ``H x W`` at a
+    uniformly random integer offset.
+
+Training many models at once:
+    :func:`train_bc_ensemble` trains ``K`` models that differ in their data
+    subset (one row of a ``(K, N)`` mask, or an index array) and their seed.
+    The whole dataset is passed once; each model draws its minibatches
+    uniformly with replacement from its own subset. One jit-compiled
+    ``lax.scan`` over the training steps is ``jax.vmap``-ed over the models, so
+    the ``K`` models share one compiled program and every matrix multiply
+    runs on all of them at once. :func:`train_bc_sequential` runs the very
+    same per-model program one model after another (same seeds, same batches);
+    its results equal the ensemble's up to floating-point reassociation.
+
+Checkpoints (:func:`save_bc` / :func:`load_bc`): a directory with
+``params.msgpack`` (``flax.serialization``) and ``bc.json`` (metadata: schema,
+observation mode and shapes, action bounds, normalization statistics, the
+:class:`BCConfig`, training information). ``bc.json`` is written last, so a
+directory without it is an incomplete save. The ``flax:PATH`` policy scheme
+(:mod:`robogen.policies.flax_policy`) loads them for ``robogen eval``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import json
+import math
+import os
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+from flax import serialization, struct
+from numpy.typing import ArrayLike, NDArray
+
+from robogen.errors import CheckpointError, InvalidSpecError
+
+ARCHS = ("mlp", "cnn")
+BC_SCHEMA = "robogen.bc"
+BC_SCHEMA_VERSION = 1
+META_FILE = "bc.json"
+PARAMS_FILE = "params.msgpack"
+STD_FLOOR = 1e-3
+"""State features whose training std is below this [obs units] are centred, not scaled."""
+NORM_CLIP = 10.0
+"""Normalized state features are clipped to ``[-NORM_CLIP, NORM_CLIP]``."""
+
+BAD_OBS = (
+    "BC observations must be a (N, obs_dim) float array (state), a (N, H, W, 3) uint8 array "
+    "(pixels) or a dict with keys 'state' and 'pixels'; got {got}"
+)
+BAD_ACTIONS = "BC actions must be a finite (N, act_dim) float array with N = {n} rows; got {got}"
+BAD_SUBSETS = (
+    "subsets must be a (K, N={n}) boolean mask or a sequence of K index arrays with indices in "
+    "[0, {n}); {why}"
+)
+BAD_SEEDS = "seeds must be {k} non-negative integers (one per subset), got {seeds!r}"
+BAD_ARCH = "arch {arch!r} cannot read {obs_mode!r} observations; use {fix}"
+CKPT_MISSING = "BC checkpoint {path} does not exist; expected a directory written by save_bc()"
+CKPT_INCOMPLETE = (
+    "BC checkpoint {path} has no {meta} (an interrupted save?); re-save it with save_bc()"
+)
+CKPT_CORRUPT = "BC checkpoint {path} cannot be read ({why}); re-save it with save_bc()"
+
+
+@dataclass(frozen=True)
+class BCConfig:
+    """Network and optimisation settings of a behaviour-cloning model."""
+
+    arch: str = "mlp"
+    """``mlp`` (state observations) or ``cnn`` (pixels, optionally with state)."""
+    hidden: tuple[int, ...] = (256, 256)
+    """Widths of the ReLU layers of the MLP head."""
+    conv_channels: tuple[int, ...] = (16, 32, 32)
+    """Output channels of the conv layers (``cnn``)."""
+    conv_kernels: tuple[int, ...] = (8, 4, 3)
+    """Square kernel sizes [px] of the conv layers."""
+    conv_strides: tuple[int, ...] = (4, 2, 1)
+    """Strides [px] of the conv layers."""
+    feature_dim: int = 128
+    """Width of the image feature after the conv stack (``cnn``)."""
+    steps: int = 2000
+    """Gradient steps per model."""
+    batch_size: int = 256
+    """Minibatch size (samples drawn with replacement from the model's subset)."""
+    lr: float = 1e-3
+    """Adam learning rate."""
+    weight_decay: float = 0.0
+    """Decoupled weight decay (AdamW); 0 gives Adam."""
+    max_grad_norm: float | None = 1.0
+    """Global gradient-norm clip; None disables it."""
+    augment: bool = False
+    """DrQ random-shift augmentation of pixel observations during training."""
+    shift_pad: int = 4
+    """Random-shift padding [px]."""
+    chunk_steps: int | None = None
+    """Steps per compiled call (None: all steps in one call); a progress hook runs between."""
+
+    def __post_init__(self) -> None:
+        if self.arch not in ARCHS:
+            raise InvalidSpecError(f"BC arch must be one of {ARCHS}, got {self.arch!r}")
+        for name in ("steps", "batch_size", "feature_dim"):
+            value = getattr(self, name)
+            if not (isinstance(value, int) and value > 0):
+                raise InvalidSpecError(f"BC {name} must be a positive integer, got {value!r}")
+        if not (self.lr > 0 and math.isfinite(self.lr)):
+            raise InvalidSpecError(f"BC lr must be a finite number > 0, got {self.lr!r}")
+        if not (self.weight_decay >= 0):
+            raise InvalidSpecError(f"BC weight_decay must be >= 0, got {self.weight_decay!r}")
+        if self.max_grad_norm is not None and not self.max_grad_norm > 0:
+            raise InvalidSpecError(
+                f"BC max_grad_norm must be > 0 or None, got {self.max_grad_norm!r}")
+        if not (isinstance(self.shift_pad, int) and self.shift_pad >= 0):
+            raise InvalidSpecError(f"BC shift_pad must be an integer >= 0, got {self.shift_pad!r}")
+        if self.chunk_steps is not None and not (
+                isinstance(self.chunk_steps, int) and self.chunk_steps > 0):
+            raise InvalidSpecError(
+                f"BC chunk_steps must be a positive integer or None, got {self.chunk_steps!r}")
+        if not (len(self.conv_channels) == len(self.conv_kernels) == len(self.conv_strides)):
+            raise InvalidSpecError(
+                "BC conv_channels, conv_kernels and conv_strides must have the same length, got "
+                f"{self.conv_channels}, {self.conv_kernels}, {self.conv_strides}")
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-serializable form."""
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> BCConfig:
+        """Inverse of :meth:`to_dict` (lists become tuples; unknown keys are an error)."""
+        names = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(d) - names)
+        if unknown:
+            raise InvalidSpecError(f"unknown BC config field(s) {unknown}; expected {sorted(names)}")
+        return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in d.items()})
+
+
+class _PolicyNet(nn.Module):
+    """MLP or CNN(+state) trunk with a ``tanh`` action head; inputs are pre-normalized."""
+
+    config: BCConfig
+    act_dim: int
+
+    @nn.compact
+    def __call__(self, state: jax.Array | None, pixels: jax.Array | None) -> jax.Array:
+        cfg = self.config
+        parts = []
+        if pixels is not None:
+            x = pixels.astype(jnp.float32) / 255.0
+            for ch, k, s in zip(cfg.conv_channels, cfg.conv_kernels, cfg.conv_strides,
+                                strict=True):
+                x = nn.relu(nn.Conv(ch, (k, k), strides=(s, s), padding="VALID")(x))
+            x = x.reshape((*x.shape[:-3], -1))
+            x = jnp.tanh(nn.LayerNorm()(nn.Dense(cfg.feature_dim)(x)))
+            parts.append(x)
+        if state is not None:
+            parts.append(state)
+        h = jnp.concatenate(parts, axis=-1) if len(parts) > 1 else parts[0]
+        for width in cfg.hidden:
+            h = nn.relu(nn.Dense(width)(h))
+        return jnp.tanh(nn.Dense(self.act_dim)(h))
+
+
+@struct.dataclass
+class TrainState:
+    """Per-model training state carried through ``lax.scan`` (one leading axis per model when
+    vmapped)."""
+
+    params: Any
+    opt_state: Any
+    key: jax.Array
+    step: jax.Array
+
+
+@dataclass(frozen=True, eq=False)
+class BCModel:
+    """A trained behaviour-cloning policy.
+
+    Attributes:
+        config: Network/optimisation settings it was trained with.
+        params: Flax parameter tree (numpy arrays).
+        obs_mode: ``state``, ``pixels`` or ``state+pixels``.
+        obs_shapes: Shape of one observation per key (``{"state": (D,)}``, ``{"pixels": (H, W, 3)}``).
+        act_dim: Action dimension A.
+        action_low: ``(A,) float32`` lower action bounds (env units).
+        action_high: ``(A,) float32`` upper action bounds.
+        obs_mean: ``(D,) float32`` state normalization mean, or None without state.
+        obs_std: ``(D,) float32`` state normalization std (floored to 1 below ``STD_FLOOR``).
+        train_info: Seed, steps, subset size, final loss, a short loss curve.
+    """
+
+    config: BCConfig
+    params: Any
+    obs_mode: str
+    obs_shapes: Mapping[str, tuple[int, ...]]
+    act_dim: int
+    action_low: NDArray[np.float32]
+    action_high: NDArray[np.float32]
+    obs_mean: NDArray[np.float32] | None
+    obs_std: NDArray[np.float32] | None
+    train_info: Mapping[str, Any] = field(default_factory=dict)
+
+    def predict(self, obs: ArrayLike | Mapping[str, ArrayLike]) -> NDArray[np.float32]:
+        """Deterministic actions for a batch.
+
+        Args:
+            obs: ``(B, D) float32`` state, ``(B, H, W, 3) uint8`` pixels, or a dict of both.
+
+        Returns:
+            ``(B, A) float32`` actions in ``[action_low, action_high]`` (env units).
+        """
+        batch = _obs_dict(obs, self.obs_mode)
+        b = len(next(iter(batch.values())))
+        padded = 1 << max(0, (b - 1).bit_length())  # bucket batch sizes: few recompiles
+        batch = {k: _pad_rows(v, padded) for k, v in batch.items()}
+        fn = _predict_fn(self.config, self.act_dim)
+        out = np.asarray(fn(self.params, self._stats(), batch))[:b]
+        return (self.action_low + (out + 1.0) * 0.5 * (self.action_high - self.action_low)
+                ).astype(np.float32)
+
+    def _stats(self) -> dict[str, Any]:
+        if self.obs_mean is None:
+            return {}
+        return {"mean": self.obs_mean, "std": self.obs_std}
+
+
+def train_bc_ensemble(
+    obs: ArrayLike | Mapping[str, ArrayLike],
+    actions: ArrayLike,
+    subsets: ArrayLike | Sequence[ArrayLike],
+    *,
+    seeds: Sequence[int],
+    config: BCConfig | None = None,
+    action_low: ArrayLike | None = None,
+    action_high: ArrayLike | None = None,
+    progress: Callable[[int, int], None] | None = None,
+    **overrides: Any,
+) -> list[BCModel]:
+    """Train ``K`` BC models at once with ``jax.vmap`` (one model per subset and seed).
+
+    Args:
+        obs: ``(N, D) float32`` states, ``(N, H, W, 3) uint8`` images, or a dict
+            ``{"state": ..., "pixels": ...}``.
+        actions: ``(N, A) float32`` expert actions in env units.
+        subsets: ``(K, N) bool`` mask, or ``K`` integer index arrays (repeats weight a row).
+        seeds: ``K`` seeds; seed ``k`` drives model ``k``'s initialisation and minibatches.
+        config: Settings (default :class:`BCConfig`; ``arch`` defaults to ``cnn`` for pixels).
+        action_low: ``(A,)`` lower action bounds (default -1); targets are rescaled to [-1, 1]
+            and clipped.
+        action_high: ``(A,)`` upper action bounds (default +1).
+        progress: Called as ``progress(steps_done, steps)`` after each compiled chunk.
+        **overrides: :class:`BCConfig` fields overriding ``config`` (``steps=500, lr=3e-4``).
+
+    Returns:
+        ``K`` :class:`BCModel`, in subset order.
+
+    Raises:
+        InvalidSpecError: On malformed observations, actions, subsets, seeds or config.
+    """
+    prep = _prepare(obs, actions, subsets, seeds, config, action_low, action_high, overrides)
+    fns = _train_fns(prep.config, prep.act_dim)
+    states = fns.init_many(prep.keys, prep.dummy)
+    losses = []
+    for n_steps, done in _chunks(prep.config):
+        states, loss = fns.run_many(states, prep.idx, prep.count, prep.stats, prep.data,
+                                    prep.targets, n_steps)
+        losses.append(np.asarray(loss))
+        if progress is not None:
+            progress(done, prep.config.steps)
+    curves = np.concatenate(losses, axis=1)  # (K, steps)
+    params = jax.tree_util.tree_map(np.asarray, states.params)
+    return [prep.model(k, jax.tree_util.tree_map(lambda p, k=k: p[k], params), curves[k])
+            for k in range(len(prep.seeds))]
+
+
+def train_bc_sequential(
+    obs: ArrayLike | Mapping[str, ArrayLike],
+    actions: ArrayLike,
+    subsets: ArrayLike | Sequence[ArrayLike],
+    *,
+    seeds: Sequence[int],
+    config: BCConfig | None = None,
+    action_low: ArrayLike | None = None,
+    action_high: ArrayLike | None = None,
+    progress: Callable[[int, int], None] | None = None,
+    **overrides: Any,
+) -> list[BCModel]:
+    """Train the same ``K`` models as :func:`train_bc_ensemble`, one after another.
+
+    Same arguments, data, seeds, minibatches and compiled per-model program,
+    without ``vmap``: the reference for the ensemble trainer and its benchmark.
+    ``progress`` is called as ``progress(steps_done_all_models, K * steps)``.
+    """
+    prep = _prepare(obs, actions, subsets, seeds, config, action_low, action_high, overrides)
+    fns = _train_fns(prep.config, prep.act_dim)
+    models = []
+    total = len(prep.seeds) * prep.config.steps
+    for k in range(len(prep.seeds)):
+        state = fns.init_one(prep.keys[k], prep.dummy)
+        stats = jax.tree_util.tree_map(lambda s, k=k: s[k], prep.stats)
+        losses = []
+        for n_steps, done in _chunks(prep.config):
+            state, loss = fns.run_one(state, prep.idx[k], prep.count[k], stats, prep.data,
+                                      prep.targets, n_steps)
+            losses.append(np.asarray(loss))
+            if progress is not None:
+                progress(k * prep.config.steps + done, total)
+        params = jax.tree_util.tree_map(np.asarray, state.params)
+        models.append(prep.model(k, params, np.concatenate(losses)))
+    return models
+
+
+def bc_loss(model: BCModel, obs: ArrayLike | Mapping[str, ArrayLike], actions: ArrayLike) -> float:
+    """Mean squared error of ``model`` on ``(obs, actions)`` in the rescaled [-1, 1] action units."""
+    pred = model.predict(obs)
+    scale = 0.5 * (model.action_high - model.action_low)
+    target = np.clip((np.asarray(actions, np.float32) - model.action_low) / scale - 1.0, -1, 1)
+    return float(np.mean(((pred - model.action_low) / scale - 1.0 - target) ** 2))
+
+
+# ---- checkpoints ---------------------------------------------------------------------------
+
+
+def save_bc(model: BCModel, path: str | os.PathLike[str]) -> Path:
+    """Write ``model`` to the directory ``path`` (created; an existing save is replaced).
+
+    Files: ``params.msgpack`` (Flax msgpack of the parameter tree) and ``bc.json``
+    (metadata), each written to a temporary name and renamed; ``bc.json`` last.
+
+    Returns:
+        The checkpoint directory.
+    """
+    out = Path(path)
+    out.mkdir(parents=True, exist_ok=True)
+    meta = {
+        "schema": BC_SCHEMA,
+        "version": BC_SCHEMA_VERSION,
+        "obs_mode": model.obs_mode,
+        "obs_shapes": {k: list(v) for k, v in model.obs_shapes.items()},
+        "act_dim": model.act_dim,
+        "action_low": [float(v) for v in model.action_low],
+        "action_high": [float(v) for v in model.action_high],
+        "obs_mean": None if model.obs_mean is None else [float(v) for v in model.obs_mean],
+        "obs_std": None if model.obs_std is None else [float(v) for v in model.obs_std],
+        "config": model.config.to_dict(),
+        "train_info": dict(model.train_info),
+    }
+    (out / META_FILE).unlink(missing_ok=True)
+    _atomic_write(out / PARAMS_FILE, serialization.msgpack_serialize(
+        jax.tree_util.tree_map(np.asarray, model.params)))
+    _atomic_write(out / META_FILE, json.dumps(meta, indent=1).encode())
+    return out
+
+
+def load_bc(path: str | os.PathLike[str]) -> BCModel:
+    """Load a checkpoint written by :func:`save_bc` (the directory or its ``bc.json``).
+
+    Raises:
+        CheckpointError: If it is missing, incomplete, corrupt, of another schema
+            version, or its parameters do not fit its metadata.
+    """
+    p = Path(path)
+    root = p.parent if p.name == META_FILE else p
+    if not root.exists():
+        raise CheckpointError(CKPT_MISSING.format(path=root))
+    if not (root / META_FILE).is_file():
+        raise CheckpointError(CKPT_INCOMPLETE.format(path=root, meta=META_FILE))
+    try:
+        meta = json.loads((root / META_FILE).read_text())
+        if meta.get("schema") != BC_SCHEMA:
+            raise ValueError(f"schema {meta.get('schema')!r}, expected {BC_SCHEMA!r}")
+        if meta.get("version") != BC_SCHEMA_VERSION:
+            raise ValueError(f"schema version {meta.get('version')!r}; this robogen reads "
+                             f"version {BC_SCHEMA_VERSION}")
+        config = BCConfig.from_dict(meta["config"])
+        params = serialization.msgpack_restore((root / PARAMS_FILE).read_bytes())
+        model = BCModel(
+            config=config,
+            params=params,
+            obs_mode=str(meta["obs_mode"]),
+            obs_shapes={k: tuple(int(d) for d in v) for k, v in meta["obs_shapes"].items()},
+            act_dim=int(meta["act_dim"]),
+            action_low=np.asarray(meta["action_low"], np.float32),
+            action_high=np.asarray(meta["action_high"], np.float32),
+            obs_mean=None if meta["obs_mean"] is None else np.asarray(meta["obs_mean"], np.float32),
+            obs_std=None if meta["obs_std"] is None else np.asarray(meta["obs_std"], np.float32),
+            train_info=meta.get("train_info", {}),
+        )
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise CheckpointError(CKPT_CORRUPT.format(path=root, why=f"{type(e).__name__}: {e}")
+                              ) from e
+    _check_params(model, root)
+    return model
+
+
+def _check_params(model: BCModel, root: Path) -> None:
+    dummy = {k: jnp.zeros((1, *s), jnp.uint8 if k == "pixels" else jnp.float32)
+             for k, s in model.obs_shapes.items()}
+    net = _PolicyNet(model.config, model.act_dim)
+    want = jax.eval_shape(lambda: net.init(jax.random.PRNGKey(0), dummy.get("state"),
+                                           dummy.get("pixels"))["params"])
+    want_shapes = jax.tree_util.tree_map(lambda a: tuple(a.shape), want)
+    try:
+        got_shapes = jax.tree_util.tree_map(lambda a: tuple(np.shape(a)), model.params)
+    except Exception as e:  # pragma: no cover - msgpack gives plain dicts
+        raise CheckpointError(CKPT_CORRUPT.format(path=root, why=str(e))) from e
+    if got_shapes != want_shapes:
+        raise CheckpointError(CKPT_CORRUPT.format(
+            path=root, why="parameter shapes do not match the network described in bc.json"))
+
+
+def _atomic_write(path: Path, data: bytes) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_bytes(data)
+    os.replace(tmp, path)
+
+
+# ---- input preparation -----------------------------------------------------------------------
+
+
+@dataclass(frozen=True, eq=False)
+class _Prepared:
+    config: BCConfig
+    obs_mode: str
+    obs_shapes: dict[str, tuple[int, ...]]
+    act_dim: int
+    low: NDArray[np.float32]
+    high: NDArray[np.float32]
+    data: dict[str, jax.Array]
+    targets: jax.Array  # (N, A) in [-1, 1]
+    idx: jax.Array  # (K, N) int32: subset rows first, padded with 0
+    count: jax.Array  # (K,) int32
+    stats: dict[str, jax.Array]  # mean/std (K, D) or empty
+    seeds: tuple[int, ...]
+    keys: jax.Array  # (K, 2)
+    dummy: dict[str, jax.Array]
+    clipped_fraction: float
+
+    def model(self, k: int, params: Any, loss_curve: NDArray[np.floating]) -> BCModel:
+        stats = {n: np.asarray(v[k]) for n, v in self.stats.items()}
+        n_pts = min(len(loss_curve), 50)
+        curve = [float(np.mean(c)) for c in np.array_split(loss_curve, n_pts)]
+        info = {
+            "seed": self.seeds[k], "steps": self.config.steps, "n_train": int(self.count[k]),
+            "final_loss": float(np.mean(loss_curve[-max(1, len(loss_curve) // 20):])),
+            "loss_curve": curve, "clipped_action_fraction": self.clipped_fraction,
+        }
+        return BCModel(self.config, params, self.obs_mode, self.obs_shapes, self.act_dim,
+                       self.low, self.high, stats.get("mean"), stats.get("std"), info)
+
+
+def _prepare(obs: Any, actions: Any, subsets: Any, seeds: Sequence[int], config: BCConfig | None,
+             action_low: Any, action_high: Any, overrides: Mapping[str, Any]) -> _Prepared:
+    data, obs_mode = _obs_arrays(obs)
+    n = len(next(iter(data.values())))
+    try:
+        config = dataclasses.replace(config or BCConfig(**(
+            {"arch": "cnn"} if "pixels" in data and "arch" not in overrides else {})), **overrides)
+    except TypeError as e:
+        raise InvalidSpecError(f"unknown BC option: {e}") from e
+    if config.arch == "mlp" and "pixels" in data:
+        raise InvalidSpecError(BAD_ARCH.format(arch="mlp", obs_mode=obs_mode, fix="arch='cnn'"))
+    if config.arch == "cnn" and "pixels" not in data:
+        raise InvalidSpecError(BAD_ARCH.format(arch="cnn", obs_mode=obs_mode, fix="arch='mlp'"))
+    act = np.asarray(actions, dtype=np.float32)
+    if act.ndim != 2 or len(act) != n or not np.all(np.isfinite(act)):
+        raise InvalidSpecError(BAD_ACTIONS.format(n=n, got=f"shape {act.shape}"))
+    a_dim = act.shape[1]
+    low = np.broadcast_to(np.asarray(-1.0 if action_low is None else action_low, np.float32),
+                          (a_dim,)).copy()
+    high = np.broadcast_to(np.asarray(1.0 if action_high is None else action_high, np.float32),
+                           (a_dim,)).copy()
+    if not (np.all(np.isfinite(low)) and np.all(np.isfinite(high)) and np.all(high > low)):
+        raise InvalidSpecError(f"action bounds must be finite with high > low, got low={low}, "
+                               f"high={high}")
+    scaled = 2.0 * (act - low) / (high - low) - 1.0
+    clipped = float(np.mean(np.abs(scaled) > 1.0 + 1e-6))
+    idx_rows = _subset_indices(subsets, n)
+    k = len(idx_rows)
+    seeds_t = tuple(int(s) for s in seeds) if np.ndim(seeds) == 1 else ()
+    if len(seeds_t) != k or any(s < 0 for s in seeds_t):
+        raise InvalidSpecError(BAD_SEEDS.format(k=k, seeds=seeds))
+    idx = np.zeros((k, n), np.int32)
+    for i, rows in enumerate(idx_rows):
+        idx[i, : len(rows)] = rows
+    stats: dict[str, jax.Array] = {}
+    if "state" in data:
+        st = data["state"].astype(np.float64)
+        mean = np.stack([st[r].mean(0) for r in idx_rows])
+        std = np.stack([st[r].std(0) for r in idx_rows])
+        std = np.where(std < STD_FLOOR, 1.0, std)
+        stats = {"mean": jnp.asarray(mean, jnp.float32), "std": jnp.asarray(std, jnp.float32)}
+    keys = jnp.stack([jax.random.PRNGKey(s) for s in seeds_t])
+    shapes = {name: tuple(int(d) for d in a.shape[1:]) for name, a in data.items()}
+    dummy = {name: jnp.zeros((1, *s), a.dtype) for (name, a), s in zip(data.items(),
+                                                                      shapes.values(), strict=True)}
+    return _Prepared(
+        config=config, obs_mode=obs_mode, obs_shapes=shapes, act_dim=a_dim, low=low, high=high,
+        data={name: jnp.asarray(a) for name, a in data.items()},
+        targets=jnp.asarray(np.clip(scaled, -1.0, 1.0)), idx=jnp.asarray(idx),
+        count=jnp.asarray([len(r) for r in idx_rows], jnp.int32), stats=stats, seeds=seeds_t,
+        keys=keys, dummy=dummy, clipped_fraction=clipped,
+    )
+
+
+def _obs_arrays(obs: Any) -> tuple[dict[str, NDArray[Any]], str]:
+    if isinstance(obs, Mapping):
+        if set(obs) != {"state", "pixels"}:
+            raise InvalidSpecError(BAD_OBS.format(got=f"dict with keys {sorted(obs)}"))
+        state = np.asarray(obs["state"], np.float32)
+        pixels = np.asarray(obs["pixels"])
+        ok = (state.ndim == 2 and pixels.ndim == 4 and pixels.shape[-1] == 3
+              and pixels.dtype == np.uint8 and len(state) == len(pixels) and len(state) > 0)
+        if not ok:
+            raise InvalidSpecError(BAD_OBS.format(
+                got=f"state {state.shape}, pixels {pixels.shape} {pixels.dtype}"))
+        return {"state": state, "pixels": pixels}, "state+pixels"
+    a = np.asarray(obs)
+    if a.ndim == 4 and a.dtype == np.uint8 and a.shape[-1] == 3 and len(a) > 0:
+        return {"pixels": a}, "pixels"
+    if a.ndim == 2 and len(a) > 0 and np.issubdtype(a.dtype, np.number):
+        a = a.astype(np.float32)
+        if not np.all(np.isfinite(a)):
+            raise InvalidSpecError(BAD_OBS.format(got="a state array with NaN or inf"))
+        return {"state": a}, "state"
+    raise InvalidSpecError(BAD_OBS.format(got=f"shape {a.shape} dtype {a.dtype}"))
+
+
+def _subset_indices(subsets: Any, n: int) -> list[NDArray[np.int64]]:
+    if isinstance(subsets, np.ndarray) and subsets.dtype == np.bool_:
+        if subsets.ndim != 2 or subsets.shape[1] != n:
+            raise InvalidSpecError(BAD_SUBSETS.format(n=n, why=f"got mask shape {subsets.shape}"))
+        rows = [np.flatnonzero(m) for m in subsets]
+    else:
+        rows = [np.asarray(r).reshape(-1) for r in subsets]
+        for r in rows:
+            if r.size and (not np.issubdtype(r.dtype, np.integer) or r.min() < 0 or r.max() >= n):
+                raise InvalidSpecError(BAD_SUBSETS.format(
+                    n=n, why=f"got indices of dtype {r.dtype} in [{r.min()}, {r.max()}]"))
+    if not rows:
+        raise InvalidSpecError(BAD_SUBSETS.format(n=n, why="got no subsets"))
+    empty = [i for i, r in enumerate(rows) if r.size == 0]
+    if empty:
+        raise InvalidSpecError(BAD_SUBSETS.format(n=n, why=f"subsets {empty} are empty"))
+    return [r.astype(np.int64) for r in rows]
+
+
+def _obs_dict(obs: Any, obs_mode: str) -> dict[str, NDArray[Any]]:
+    if obs_mode == "state+pixels":
+        return {"state": np.asarray(obs["state"], np.float32), "pixels": np.asarray(obs["pixels"])}
+    if obs_mode == "pixels":
+        return {"pixels": np.asarray(obs)}
+    return {"state": np.asarray(obs, np.float32)}
+
+
+def _pad_rows(a: NDArray[Any], rows: int) -> NDArray[Any]:
+    if len(a) == rows:
+        return a
+    return np.concatenate([a, np.zeros((rows - len(a), *a.shape[1:]), a.dtype)])
+
+
+def _chunks(config: BCConfig) -> list[tuple[int, int]]:
+    size = config.chunk_steps or config.steps
+    out, done = [], 0
+    while done < config.steps:
+        n = min(size, config.steps - done)
+        done += n
+        out.append((n, done))
+    return out
+
+
+# ---- compiled functions ----------------------------------------------------------------------
+
+
+def _forward(net: _PolicyNet, params: Any, stats: Mapping[str, jax.Array],
+             obs: Mapping[str, jax.Array]) -> jax.Array:
+    state = obs.get("state")
+    if state is not None:
+        state = jnp.clip((state - stats["mean"]) / stats["std"], -NORM_CLIP, NORM_CLIP)
+    return net.apply({"params": params}, state, obs.get("pixels"))
+
+
+def random_shift(key: jax.Array, pixels: jax.Array, pad: int) -> jax.Array:
+    """DrQ random shift: edge-pad ``(B, H, W, C)`` images by ``pad`` and crop each back at a
+    random integer offset in ``[0, 2 * pad]`` (Kostrikov et al., 2021)."""
+    if pad == 0:
+        return pixels
+    b, h, w, c = pixels.shape
+    padded = jnp.pad(pixels, ((0, 0), (pad, pad), (pad, pad), (0, 0)), mode="edge")
+    offsets = jax.random.randint(key, (b, 2), 0, 2 * pad + 1)
+
+    def crop(img: jax.Array, off: jax.Array) -> jax.Array:
+        return jax.lax.dynamic_slice(img, (off[0], off[1], 0), (h, w, c))
+
+    return jax.vmap(crop)(padded, offsets)
+
+
+@dataclass(frozen=True)
+class _TrainFns:
+    init_one: Callable[..., TrainState]
+    init_many: Callable[..., TrainState]
+    run_one: Callable[..., tuple[TrainState, jax.Array]]
+    run_many: Callable[..., tuple[TrainState, jax.Array]]
+
+
+def _optimizer(cfg: BCConfig) -> optax.GradientTransformation:
+    opt = optax.adamw(cfg.lr, weight_decay=cfg.weight_decay) if cfg.weight_decay else \
+        optax.adam(cfg.lr)
+    if cfg.max_grad_norm is not None:
+        opt = optax.chain(optax.clip_by_global_norm(cfg.max_grad_norm), opt)
+    return opt
+
+
+@functools.lru_cache(maxsize=32)
+def _train_fns(cfg: BCConfig, act_dim: int) -> _TrainFns:
+    net = _PolicyNet(cfg, act_dim)
+    tx = _optimizer(cfg)
+
+    def init(key: jax.Array, dummy: Mapping[str, jax.Array]) -> TrainState:
+        k_init, k_train = jax.random.split(key)
+        params = net.init(k_init, dummy.get("state"), dummy.get("pixels"))["params"]
+        return TrainState(params, tx.init(params), k_train, jnp.zeros((), jnp.int32))
+
+    def loss_fn(params: Any, stats: Any, obs: Any, target: jax.Array) -> jax.Array:
+        return jnp.mean((_forward(net, params, stats, obs) - target) ** 2)
+
+    def run(state: TrainState, idx: jax.Array, count: jax.Array, stats: Any,
+            data: Mapping[str, jax.Array], targets: jax.Array, n_steps: int
+            ) -> tuple[TrainState, jax.Array]:
+        def step(st: TrainState, _: None) -> tuple[TrainState, jax.Array]:
+            key, k_batch, k_aug = jax.random.split(st.key, 3)
+            rows = idx[jax.random.randint(k_batch, (cfg.batch_size,), 0, count)]
+            obs = {name: a[rows] for name, a in data.items()}
+            if cfg.augment and "pixels" in obs:
+                obs["pixels"] = random_shift(k_aug, obs["pixels"], cfg.shift_pad)
+            loss, grads = jax.value_and_grad(loss_fn)(st.params, stats, obs, targets[rows])
+            updates, opt_state = tx.update(grads, st.opt_state, st.params)
+            params = optax.apply_updates(st.params, updates)
+            return TrainState(params, opt_state, key, st.step + 1), loss
+
+        return jax.lax.scan(step, state, None, length=n_steps)
+
+    def run_many(state: TrainState, idx: jax.Array, count: jax.Array, stats: Any,
+                 data: Mapping[str, jax.Array], targets: jax.Array, n_steps: int
+                 ) -> tuple[TrainState, jax.Array]:
+        many = jax.vmap(functools.partial(run, n_steps=n_steps), in_axes=(0, 0, 0, 0, None, None))
+        return many(state, idx, count, stats, data, targets)
+
+    return _TrainFns(
+        init_one=jax.jit(init),
+        init_many=jax.jit(jax.vmap(init, in_axes=(0, None))),
+        run_one=jax.jit(run, static_argnums=6),
+        run_many=jax.jit(run_many, static_argnums=6),
+    )
+
+
+@functools.lru_cache(maxsize=32)
+def _predict_fn(cfg: BCConfig, act_dim: int) -> Callable[..., jax.Array]:
+    net = _PolicyNet(cfg, act_dim)
+    return jax.jit(functools.partial(_forward, net))
