@@ -110,9 +110,9 @@ def check_command(
         return
     from robogen.check.outputs import render_markdown
 
-    console.print(render_markdown(outcome.result), markup=False, highlight=False)
+    typer.echo(render_markdown(outcome.result))  # plain: CI logs must not wrap the table
     for kind in ("md", "junit", "json"):
-        console.print(f"{kind}: {outcome.files[kind]}", markup=False, highlight=False)
+        typer.echo(f"{kind}: {outcome.files[kind]}")
     raise typer.Exit(outcome.result.exit_code)
 
 

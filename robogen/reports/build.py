@@ -11,6 +11,8 @@ present in both conditions count towards a gap.
 
 from __future__ import annotations
 
+import json
+
 import math
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
@@ -231,6 +233,15 @@ def _gap_label(c: Condition, manifest: EvalManifest) -> str:
     return "+".join(c.axes)
 
 
+def _made_physical(rs: Sequence[EpisodeResult], axis: str) -> bool:
+    """True if a visual axis's perturbation was physical in some episode (colliding distractors)."""
+    for r in rs:
+        for rec in json.loads(r.perturbations_json or "[]"):
+            if rec.get("axis") == axis and (rec.get("values") or {}).get("physical"):
+                return True
+    return False
+
+
 def _status(
     c: Condition,
     rs: Sequence[EpisodeResult],
@@ -256,7 +267,10 @@ def _status(
     if partial:
         notes.append(f"applied in only some episodes: {', '.join(partial)}")
     if obs_mode == "state":
-        visual = [a for a in c.axes if kinds.get(a) == "visual" and applied[a]]
+        visual = [
+            a for a in c.axes
+            if kinds.get(a) == "visual" and applied[a] and not _made_physical(rs, a)
+        ]
         active = [a for a in c.axes if applied[a]]
         if visual and len(visual) == len(active):
             notes.insert(

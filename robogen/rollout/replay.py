@@ -85,6 +85,7 @@ def film_failures(
             per_res, per_frames = record_episode(worker, WorkUnit(-1, by_cond[r.condition], (i,)))
             same = per_res.success == r.success
             rel = Path(VIDEO_DIR) / f"{_slug(r.condition)}-ep{i:04d}.mp4"
+            (store.run_dir / VIDEO_DIR).mkdir(parents=True, exist_ok=True)
             write_side_by_side(
                 store.run_dir / rel, nom_frames, per_frames,
                 labels=(

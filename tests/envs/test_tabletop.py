@@ -268,3 +268,4 @@ def test_scene_builder_is_fresh_and_deterministic():
     assert ma.nbody == mb.nbody and np.array_equal(ma.tex_data, mb.tex_data)
     assert sc.TIMESTEP == ma.opt.timestep == 0.002
     assert int(ma.opt.integrator) == int(mujoco.mjtIntegrator.mjINT_IMPLICITFAST)
+    assert int(ma.opt.cone) == int(mujoco.mjtCone.mjCONE_ELLIPTIC)
