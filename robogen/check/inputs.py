@@ -178,6 +178,22 @@ def is_saved(source: str | Path) -> bool:
     return Path(source).exists()
 
 
+def require_policy_uri(source: str | Path, role: str) -> str:
+    """``source`` as a policy URI, or raise if it is neither a saved run nor a policy.
+
+    Raises:
+        RunDirError: If ``source`` is not an existing path and its scheme is not a
+            registered policy scheme (a mistyped run directory, usually).
+    """
+    from robogen.policies import POLICY_SCHEMES, split_uri
+
+    uri = str(source)
+    scheme, _ = split_uri(uri)
+    if scheme not in POLICY_SCHEMES:
+        raise RunDirError(NOT_FOUND.format(role=role, source=uri))
+    return uri
+
+
 def load_saved(source: str | Path, role: str = "baseline") -> RunData:
     """Load a run directory or a report.json.
 

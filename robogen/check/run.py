@@ -32,6 +32,7 @@ from robogen.check.inputs import (
     config_fields_from_manifest,
     is_saved,
     load_saved,
+    require_policy_uri,
 )
 from robogen.check.records import (
     DEFAULT_ALPHA,
@@ -146,13 +147,16 @@ class _EvalSide:
     """One evaluated side of a sequential check: its store, and a serial worker if any."""
 
     def __init__(self, cfg: EvalConfig, uri: str) -> None:
-        from robogen.rollout.runner import _preflight
+        from robogen.rollout.runner import prepare
         from robogen.rollout.store import ResultStore
 
         self.cfg = cfg
         self.uri = uri
-        manifest, self.worker = _preflight(cfg)  # every setup error surfaces before any episode
+        self.worker: Any = None
         assert cfg.out is not None
+        if Path(cfg.out).exists() and any(Path(cfg.out).iterdir()):
+            ResultStore.create(Path(cfg.out), None)  # type: ignore[arg-type]  # raises RunDirError
+        manifest = prepare(cfg)  # every setup error surfaces here, before any episode
         self.store = ResultStore.create(Path(cfg.out), manifest)
         (self.store.run_dir / "eval_config.json").write_text(cfg.model_dump_json(indent=2))
 
@@ -302,6 +306,10 @@ def run_check(
             "--sequential evaluates in batches, so the candidate (or baseline) must be a policy "
             "URI, not a saved run; drop --sequential to compare two saved runs"
         )
+    if not base_saved:
+        require_policy_uri(baseline, "baseline")
+    if not cand_saved:
+        require_policy_uri(candidate, "candidate")
     files: dict[str, Path] = {}
     base_data = load_saved(baseline, "baseline") if base_saved else None
     cand_data = load_saved(candidate, "candidate") if cand_saved else None

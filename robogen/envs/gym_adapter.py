@@ -61,6 +61,11 @@ InvertedPendulum-v5        return      return >= 950 and not fallen
 InvertedDoublePendulum-v5  return      return >= 9100 and not fallen
 =========================  ==========  ================================================
 
+Reacher's 0.02 m is the fingertip sphere (radius 0.01 m) touching the target
+(radius 0.009 m); the shipped PPO checkpoint meets it in 69% of nominal episodes.
+Pusher's 0.10 m is the object cylinder (radius 0.05 m) overlapping the goal disc
+(radius 0.08 m). Locomotion thresholds sit well above standing still (about 1000
+from the healthy reward) and well below the envs' "solved" reward thresholds.
 A return rule needs the episode to end by the time limit: a termination before
 it (the robot fell, the pole dropped) is never a success. With ``max_steps``
 other than the registered limit, return thresholds scale by

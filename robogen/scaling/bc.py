@@ -31,7 +31,7 @@ Training many models at once:
     same per-model program one model after another (same seeds, same batches);
     its results equal the ensemble's up to floating-point reassociation.
 
-Checkpoints (:func:`save_bc` / :func:`load_bc`): a directory with
+Checkpoints (:func:`robogen.scaling.bc_io.save_bc` / ``load_bc``): a directory with
 ``params.msgpack`` (``flax.serialization``) and ``bc.json`` (metadata: schema,
 observation mode and shapes, action bounds, normalization statistics, the
 :class:`BCConfig`, training information). ``bc.json`` is written last, so a
@@ -43,12 +43,9 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import json
 import math
-import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import flax.linen as nn
@@ -56,16 +53,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
-from flax import serialization, struct
+from flax import struct
 from numpy.typing import ArrayLike, NDArray
 
-from robogen.errors import CheckpointError, InvalidSpecError
+from robogen.errors import InvalidSpecError
 
 ARCHS = ("mlp", "cnn")
-BC_SCHEMA = "robogen.bc"
-BC_SCHEMA_VERSION = 1
-META_FILE = "bc.json"
-PARAMS_FILE = "params.msgpack"
 STD_FLOOR = 1e-3
 """State features whose training std is below this [obs units] are centred, not scaled."""
 NORM_CLIP = 10.0
@@ -82,11 +75,6 @@ BAD_SUBSETS = (
 )
 BAD_SEEDS = "seeds must be {k} non-negative integers (one per subset), got {seeds!r}"
 BAD_ARCH = "arch {arch!r} cannot read {obs_mode!r} observations; use {fix}"
-CKPT_MISSING = "BC checkpoint {path} does not exist; expected a directory written by save_bc()"
-CKPT_INCOMPLETE = (
-    "BC checkpoint {path} has no {meta} (an interrupted save?); re-save it with save_bc()"
-)
-CKPT_CORRUPT = "BC checkpoint {path} cannot be read ({why}); re-save it with save_bc()"
 
 
 @dataclass(frozen=True)
@@ -157,7 +145,8 @@ class BCConfig:
         names = {f.name for f in dataclasses.fields(cls)}
         unknown = sorted(set(d) - names)
         if unknown:
-            raise InvalidSpecError(f"unknown BC config field(s) {unknown}; expected {sorted(names)}")
+            raise InvalidSpecError(
+                f"unknown BC config field(s) {unknown}; expected {sorted(names)}")
         return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in d.items()})
 
 
@@ -206,7 +195,8 @@ class BCModel:
         config: Network/optimisation settings it was trained with.
         params: Flax parameter tree (numpy arrays).
         obs_mode: ``state``, ``pixels`` or ``state+pixels``.
-        obs_shapes: Shape of one observation per key (``{"state": (D,)}``, ``{"pixels": (H, W, 3)}``).
+        obs_shapes: Shape of one observation per key: ``{"state": (D,)}``,
+            ``{"pixels": (H, W, 3)}`` or both.
         act_dim: Action dimension A.
         action_low: ``(A,) float32`` lower action bounds (env units).
         action_high: ``(A,) float32`` upper action bounds.
@@ -336,109 +326,62 @@ def train_bc_sequential(
     return models
 
 
+def init_bc(
+    obs_shapes: Mapping[str, Sequence[int]],
+    act_dim: int,
+    *,
+    seed: int = 0,
+    config: BCConfig | None = None,
+    action_low: ArrayLike | None = None,
+    action_high: ArrayLike | None = None,
+) -> BCModel:
+    """An untrained model with freshly initialised parameters (shape checks, loader tests).
+
+    Args:
+        obs_shapes: ``{"state": (D,)}``, ``{"pixels": (H, W, 3)}`` or both.
+        act_dim: Action dimension A.
+        seed: Initialisation seed (the same as :func:`train_bc_ensemble` uses for its init).
+        config: Architecture (default: ``mlp`` for state, ``cnn`` with pixels).
+        action_low: ``(A,)`` lower action bounds (default -1).
+        action_high: ``(A,)`` upper action bounds (default +1).
+
+    Returns:
+        A :class:`BCModel` with zero-mean, unit-std state normalization.
+
+    Raises:
+        InvalidSpecError: On unknown observation keys or an arch that cannot read them.
+    """
+    shapes = {k: tuple(int(d) for d in v) for k, v in obs_shapes.items()}
+    modes = {("state",): "state", ("pixels",): "pixels", ("pixels", "state"): "state+pixels"}
+    obs_mode = modes.get(tuple(sorted(shapes)))
+    if obs_mode is None:
+        raise InvalidSpecError(BAD_OBS.format(got=f"observation keys {sorted(shapes)}"))
+    config = config or BCConfig(arch="cnn" if "pixels" in shapes else "mlp")
+    if (config.arch == "cnn") != ("pixels" in shapes):
+        raise InvalidSpecError(BAD_ARCH.format(arch=config.arch, obs_mode=obs_mode,
+                                               fix="arch='cnn'" if "pixels" in shapes else
+                                               "arch='mlp'"))
+    dummy = {k: jnp.zeros((1, *s), jnp.uint8 if k == "pixels" else jnp.float32)
+             for k, s in shapes.items()}
+    state = _train_fns(config, int(act_dim)).init_one(jax.random.PRNGKey(seed), dummy)
+    low = np.broadcast_to(np.asarray(-1.0 if action_low is None else action_low, np.float32),
+                          (act_dim,)).copy()
+    high = np.broadcast_to(np.asarray(1.0 if action_high is None else action_high, np.float32),
+                           (act_dim,)).copy()
+    d = shapes.get("state")
+    return BCModel(
+        config, jax.tree_util.tree_map(np.asarray, state.params), obs_mode, shapes, int(act_dim),
+        low, high, None if d is None else np.zeros(d, np.float32),
+        None if d is None else np.ones(d, np.float32), {"seed": seed, "steps": 0},
+    )
+
+
 def bc_loss(model: BCModel, obs: ArrayLike | Mapping[str, ArrayLike], actions: ArrayLike) -> float:
-    """Mean squared error of ``model`` on ``(obs, actions)`` in the rescaled [-1, 1] action units."""
+    """Mean squared error of ``model`` on ``(obs, actions)``, in rescaled [-1, 1] action units."""
     pred = model.predict(obs)
     scale = 0.5 * (model.action_high - model.action_low)
     target = np.clip((np.asarray(actions, np.float32) - model.action_low) / scale - 1.0, -1, 1)
     return float(np.mean(((pred - model.action_low) / scale - 1.0 - target) ** 2))
-
-
-# ---- checkpoints ---------------------------------------------------------------------------
-
-
-def save_bc(model: BCModel, path: str | os.PathLike[str]) -> Path:
-    """Write ``model`` to the directory ``path`` (created; an existing save is replaced).
-
-    Files: ``params.msgpack`` (Flax msgpack of the parameter tree) and ``bc.json``
-    (metadata), each written to a temporary name and renamed; ``bc.json`` last.
-
-    Returns:
-        The checkpoint directory.
-    """
-    out = Path(path)
-    out.mkdir(parents=True, exist_ok=True)
-    meta = {
-        "schema": BC_SCHEMA,
-        "version": BC_SCHEMA_VERSION,
-        "obs_mode": model.obs_mode,
-        "obs_shapes": {k: list(v) for k, v in model.obs_shapes.items()},
-        "act_dim": model.act_dim,
-        "action_low": [float(v) for v in model.action_low],
-        "action_high": [float(v) for v in model.action_high],
-        "obs_mean": None if model.obs_mean is None else [float(v) for v in model.obs_mean],
-        "obs_std": None if model.obs_std is None else [float(v) for v in model.obs_std],
-        "config": model.config.to_dict(),
-        "train_info": dict(model.train_info),
-    }
-    (out / META_FILE).unlink(missing_ok=True)
-    _atomic_write(out / PARAMS_FILE, serialization.msgpack_serialize(
-        jax.tree_util.tree_map(np.asarray, model.params)))
-    _atomic_write(out / META_FILE, json.dumps(meta, indent=1).encode())
-    return out
-
-
-def load_bc(path: str | os.PathLike[str]) -> BCModel:
-    """Load a checkpoint written by :func:`save_bc` (the directory or its ``bc.json``).
-
-    Raises:
-        CheckpointError: If it is missing, incomplete, corrupt, of another schema
-            version, or its parameters do not fit its metadata.
-    """
-    p = Path(path)
-    root = p.parent if p.name == META_FILE else p
-    if not root.exists():
-        raise CheckpointError(CKPT_MISSING.format(path=root))
-    if not (root / META_FILE).is_file():
-        raise CheckpointError(CKPT_INCOMPLETE.format(path=root, meta=META_FILE))
-    try:
-        meta = json.loads((root / META_FILE).read_text())
-        if meta.get("schema") != BC_SCHEMA:
-            raise ValueError(f"schema {meta.get('schema')!r}, expected {BC_SCHEMA!r}")
-        if meta.get("version") != BC_SCHEMA_VERSION:
-            raise ValueError(f"schema version {meta.get('version')!r}; this robogen reads "
-                             f"version {BC_SCHEMA_VERSION}")
-        config = BCConfig.from_dict(meta["config"])
-        params = serialization.msgpack_restore((root / PARAMS_FILE).read_bytes())
-        model = BCModel(
-            config=config,
-            params=params,
-            obs_mode=str(meta["obs_mode"]),
-            obs_shapes={k: tuple(int(d) for d in v) for k, v in meta["obs_shapes"].items()},
-            act_dim=int(meta["act_dim"]),
-            action_low=np.asarray(meta["action_low"], np.float32),
-            action_high=np.asarray(meta["action_high"], np.float32),
-            obs_mean=None if meta["obs_mean"] is None else np.asarray(meta["obs_mean"], np.float32),
-            obs_std=None if meta["obs_std"] is None else np.asarray(meta["obs_std"], np.float32),
-            train_info=meta.get("train_info", {}),
-        )
-    except (OSError, ValueError, KeyError, TypeError) as e:
-        raise CheckpointError(CKPT_CORRUPT.format(path=root, why=f"{type(e).__name__}: {e}")
-                              ) from e
-    _check_params(model, root)
-    return model
-
-
-def _check_params(model: BCModel, root: Path) -> None:
-    dummy = {k: jnp.zeros((1, *s), jnp.uint8 if k == "pixels" else jnp.float32)
-             for k, s in model.obs_shapes.items()}
-    net = _PolicyNet(model.config, model.act_dim)
-    want = jax.eval_shape(lambda: net.init(jax.random.PRNGKey(0), dummy.get("state"),
-                                           dummy.get("pixels"))["params"])
-    want_shapes = jax.tree_util.tree_map(lambda a: tuple(a.shape), want)
-    try:
-        got_shapes = jax.tree_util.tree_map(lambda a: tuple(np.shape(a)), model.params)
-    except Exception as e:  # pragma: no cover - msgpack gives plain dicts
-        raise CheckpointError(CKPT_CORRUPT.format(path=root, why=str(e))) from e
-    if got_shapes != want_shapes:
-        raise CheckpointError(CKPT_CORRUPT.format(
-            path=root, why="parameter shapes do not match the network described in bc.json"))
-
-
-def _atomic_write(path: Path, data: bytes) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_bytes(data)
-    os.replace(tmp, path)
 
 
 # ---- input preparation -----------------------------------------------------------------------

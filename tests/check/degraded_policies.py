@@ -1,9 +1,12 @@
-"""Deliberately degraded candidates of the Reach expert, loaded as ``python:`` policies in tests.
+"""Candidates for the check's end-to-end tests, loaded as ``python:FILE:factory`` policies.
 
-``slow_reach``: the expert's actions scaled by ``SLOW_FACTOR`` (a "checkpoint"
-that moves slower); it still reaches nominal targets within the time limit but
-not targets displaced by the ``object_pose`` axis, so it regresses on that axis
-only. ``noisy_reach``: Gaussian action noise on every step (hurts every axis).
+``nominal_kinematics_reach``: the Reach expert with the *nominal* arm's
+kinematics baked in, like a checkpoint overfit to one embodiment. It matches
+the expert while the arm is nominal (nominal, ``physics``, ``object_pose`` and
+visual conditions) and misses the target when the ``embodiment`` axis changes
+link lengths, so it regresses on that axis only.
+
+``wrong_action_space``: a policy whose action space (4-D) does not fit Reach's (6-D).
 """
 
 from __future__ import annotations
@@ -13,47 +16,9 @@ from typing import Any
 
 import numpy as np
 
-SLOW_FACTOR = 0.35
-NOISE_STD = 0.8
-
-
-class _Wrapped:
-    def __init__(self, ctx: Any, scale: float = 1.0, noise: float = 0.0, seed: int = 0) -> None:
-        from robogen.policies import load_policy
-
-        self._inner = load_policy("expert:reach", ctx)
-        self.observation_space = self._inner.observation_space
-        self.action_space = self._inner.action_space
-        self.obs_mode = self._inner.obs_mode
-        self._scale = scale
-        self._noise = noise
-        self._rng = np.random.default_rng(seed)
-
-    def attach(self, scenes: Sequence[Any]) -> None:
-        self._inner.attach(scenes)
-
-    def reset(self, slots: Sequence[int]) -> None:
-        self._inner.reset(slots)
-
-    def act(self, obs: Any, *, deterministic: bool = True) -> np.ndarray:
-        a = self._scale * np.asarray(self._inner.act(obs, deterministic=deterministic))
-        if self._noise:
-            a = a + self._noise * self._rng.standard_normal(a.shape)
-        return np.clip(a, -1.0, 1.0).astype(np.float32)
-
-
-def slow_reach(ctx: Any) -> _Wrapped:
-    """The Reach expert moving at ``SLOW_FACTOR`` of its speed."""
-    return _Wrapped(ctx, scale=SLOW_FACTOR)
-
-
-def noisy_reach(ctx: Any) -> _Wrapped:
-    """The Reach expert with N(0, NOISE_STD^2) noise added to every action component."""
-    return _Wrapped(ctx, noise=NOISE_STD)
-
 
 class _NominalView:
-    """A scene stand-in whose model is the *nominal* model, synced to the real state on ``sync``."""
+    """A scene stand-in holding the nominal model; ``sync`` copies the real state into it."""
 
     def __init__(self, scene: Any, nominal_model: Any) -> None:
         import mujoco
@@ -67,7 +32,7 @@ class _NominalView:
 
         real = self._scene.data
         if real.qpos.shape != self.data.qpos.shape or real.ctrl.shape != self.data.ctrl.shape:
-            raise ValueError("nominal_kinematics_reach supports axes that keep the state layout")
+            raise ValueError("nominal_kinematics_reach needs axes that keep the state layout")
         self.data.qpos[:] = real.qpos
         self.data.qvel[:] = real.qvel
         self.data.ctrl[:] = real.ctrl
@@ -76,13 +41,21 @@ class _NominalView:
         mujoco.mj_forward(self.model, self.data)
 
 
-class _NominalKinematics(_Wrapped):
-    """The expert computing its inverse kinematics on the nominal arm, whatever the real one."""
+class NominalKinematicsReach:
+    """The Reach expert computing its inverse kinematics on the nominal arm.
+
+    Args:
+        ctx: The env's :class:`~robogen.policies.base.LoadContext`.
+    """
 
     def __init__(self, ctx: Any) -> None:
-        super().__init__(ctx)
         from robogen.envs import find_scene, make
+        from robogen.policies import load_policy
 
+        self._inner = load_policy("expert:reach", ctx)
+        self.observation_space = self._inner.observation_space
+        self.action_space = self._inner.action_space
+        self.obs_mode = self._inner.obs_mode
         env = make("robogen/Reach-v0")
         env.reset(seed=0)
         self._nominal = find_scene(env).model
@@ -92,18 +65,37 @@ class _NominalKinematics(_Wrapped):
         self._views = [_NominalView(s, self._nominal) for s in scenes]
         self._inner.attach(self._views)
 
+    def reset(self, slots: Sequence[int]) -> None:
+        self._inner.reset(slots)
+
     def act(self, obs: Any, *, deterministic: bool = True) -> np.ndarray:
-        batch = len(obs)
-        for v in self._views[:batch]:
+        for v in self._views[: len(obs)]:
             v.sync()
-        return super().act(obs, deterministic=deterministic)
+        return np.asarray(self._inner.act(obs, deterministic=deterministic), np.float32)
 
 
-def nominal_kinematics_reach(ctx: Any) -> _NominalKinematics:
-    """The Reach expert with the nominal arm's kinematics baked in (overfit to one embodiment).
+def nominal_kinematics_reach(ctx: Any) -> NominalKinematicsReach:
+    """Factory of :class:`NominalKinematicsReach`."""
+    return NominalKinematicsReach(ctx)
 
-    It matches the expert while the arm is nominal (nominal, ``object_pose``,
-    ``physics`` and visual axes) and misses targets when the ``embodiment`` axis
-    changes link lengths.
-    """
-    return _NominalKinematics(ctx)
+
+class WrongActionSpace:
+    """Zero 4-D actions for an env that expects another action size."""
+
+    def __init__(self, ctx: Any) -> None:
+        from gymnasium import spaces
+
+        self.observation_space = ctx.observation_space
+        self.action_space = spaces.Box(-1.0, 1.0, (4,), np.float32)
+        self.obs_mode = ctx.obs_mode
+
+    def reset(self, slots: Sequence[int]) -> None:
+        """No state."""
+
+    def act(self, obs: Any, *, deterministic: bool = True) -> np.ndarray:
+        return np.zeros((len(obs), 4), np.float32)
+
+
+def wrong_action_space(ctx: Any) -> WrongActionSpace:
+    """Factory of :class:`WrongActionSpace`."""
+    return WrongActionSpace(ctx)

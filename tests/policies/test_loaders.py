@@ -68,7 +68,7 @@ def test_shipped_checkpoint_nominal_success_rate() -> None:
         successes.append(info["success"])
         returns.append(info["episode_return"])
     rate = float(np.mean(successes))
-    assert 0.4 <= rate <= 0.95, rate
+    assert 0.5 <= rate <= 0.85, rate  # 0.675 on this machine (27 of 40)
     assert -7.0 < float(np.mean(returns)) < -3.0  # random actions score about -43
 
 

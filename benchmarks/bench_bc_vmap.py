@@ -1,0 +1,116 @@
+"""Time K behaviour-cloning models trained at once (``jax.vmap``) against one after another.
+
+Data: synthetic Reach-like demonstrations, ``N`` state observations of
+dimension ``D`` (standard normal) and actions ``tanh(W obs)`` of dimension
+``A``. Each of the ``K`` models trains on its own random half of the rows with
+its own seed, for the same number of steps and batch size.
+
+Three trainers, all on the CPU, same data, seeds and minibatches:
+
+* ``vmapped``: :func:`robogen.scaling.bc.train_bc_ensemble`, one compiled
+  ``lax.scan`` over the steps, ``vmap``-ed over the K models.
+* ``sequential``: :func:`robogen.scaling.bc.train_bc_sequential`, the same
+  compiled per-model scan run K times.
+* ``per-step loop``: ``train_bc_sequential`` with ``chunk_steps=1``: one
+  jitted call per gradient step from Python, like a hand-written training loop.
+
+"incl. compile" is the first call (tracing + XLA compile + run); "excl. compile"
+is the best of ``--repeats`` further calls. Ratios are sequential time over
+vmapped time (> 1: vmap is faster).
+
+Usage::
+
+    python benchmarks/bench_bc_vmap.py            # K=8, N=2000, D=20, A=5, two net sizes
+    python benchmarks/bench_bc_vmap.py --hidden 256,256 --batch-size 256 --steps 1000
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+os.environ.setdefault("MUJOCO_GL", "egl")
+
+import numpy as np  # noqa: E402
+
+from robogen.scaling.bc import train_bc_ensemble, train_bc_sequential  # noqa: E402
+
+
+def _data(n: int, d: int, a: int, k: int, seed: int = 0):
+    rng = np.random.default_rng(seed)
+    obs = rng.normal(size=(n, d)).astype(np.float32)
+    w = rng.normal(size=(d, a)) / np.sqrt(d)
+    actions = np.tanh(1.5 * obs @ w).astype(np.float32)
+    masks = np.zeros((k, n), bool)
+    for i in range(k):
+        masks[i, rng.permutation(n)[: n // 2]] = True
+    return obs, actions, masks
+
+
+def _time(fn, repeats: int, **kw) -> tuple[float, float, list]:
+    t0 = time.perf_counter()
+    models = fn(**kw)
+    first = time.perf_counter() - t0
+    best = float("inf")
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        models = fn(**kw)
+        best = min(best, time.perf_counter() - t0)
+    return first, best, models
+
+
+def main() -> None:
+    """Parse arguments, run the three trainers per network size, print times and ratios."""
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--k", type=int, default=8, help="models trained together")
+    ap.add_argument("--n", type=int, default=2000, help="dataset rows")
+    ap.add_argument("--obs-dim", type=int, default=20)
+    ap.add_argument("--act-dim", type=int, default=5)
+    ap.add_argument("--steps", type=int, default=500)
+    ap.add_argument("--repeats", type=int, default=2, help="timed calls after the first")
+    ap.add_argument("--hidden", action="append", default=None,
+                    help="MLP widths, e.g. 256,256 (repeatable; default: 256,256 and 64,64)")
+    ap.add_argument("--batch-size", type=int, action="append", default=None,
+                    help="batch size per --hidden (default 256 and 64)")
+    ap.add_argument("--no-per-step", action="store_true", help="skip the per-step loop")
+    args = ap.parse_args()
+    hiddens = args.hidden or ["256,256", "64,64"]
+    batches = args.batch_size or [256, 64][: len(hiddens)] or [256]
+    if len(batches) < len(hiddens):
+        batches = batches + [batches[-1]] * (len(hiddens) - len(batches))
+
+    obs, actions, masks = _data(args.n, args.obs_dim, args.act_dim, args.k)
+    seeds = list(range(args.k))
+    print(f"K={args.k} models, N={args.n}, obs dim {args.obs_dim}, action dim {args.act_dim}, "
+          f"{args.steps} steps each, subsets of {args.n // 2} rows; {os.cpu_count()} CPU(s)")
+    for hidden_s, bs in zip(hiddens, batches, strict=True):
+        hidden = tuple(int(h) for h in hidden_s.split(","))
+        kw = dict(obs=obs, actions=actions, subsets=masks, seeds=seeds, steps=args.steps,
+                  batch_size=bs, hidden=hidden)
+        print(f"\nMLP {hidden}, batch {bs}")
+        v_first, v_best, v_models = _time(train_bc_ensemble, args.repeats, **kw)
+        s_first, s_best, s_models = _time(train_bc_sequential, args.repeats, **kw)
+        rows = [("vmapped", v_first, v_best), ("sequential", s_first, s_best)]
+        if not args.no_per_step:
+            p_first, p_best, _ = _time(train_bc_sequential, max(1, args.repeats - 1),
+                                       chunk_steps=1, **kw)
+            rows.append(("per-step loop", p_first, p_best))
+        print(f"  {'trainer':<14} {'incl. compile [s]':>18} {'excl. compile [s]':>18}")
+        for name, first, best in rows:
+            print(f"  {name:<14} {first:>18.2f} {best:>18.2f}")
+        for name, first, best in rows[1:]:
+            print(f"  ratio {name} / vmapped: excl. compile {best / v_best:.2f}x, "
+                  f"incl. compile {first / v_first:.2f}x")
+        diff = max(float(np.abs(a.predict(obs) - b.predict(obs)).max())
+                   for a, b in zip(v_models, s_models, strict=True))
+        loss = np.mean([m.train_info["final_loss"] for m in v_models])
+        print(f"  max |action(vmapped) - action(sequential)| = {diff:.2e}; "
+              f"mean final training MSE {loss:.2e}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,658 @@
+"""Factored scaling curves: success against demonstrations per factor, with bootstrap uncertainty.
+
+Method (Factored Scaling Curves, Zha et al. 2025, "Guiding Data Collection
+via Factored Scaling Curves", arXiv:2505.07728): for a factor of variation
+(or a pair such as ``lighting+texture``), ``x`` demonstrations that vary only
+that factor are added to a base dataset, a policy is trained per ``x`` and
+evaluated on held-out values of the factor. The success rate is modelled as
+
+    success(x) = 1 - a * (x + n0) ** b,      a > 0, b < 0, n0 > 0,
+
+a straight line in ``log(1 - success)`` against ``log(x + n0)``: the failure
+rate decays as a power law of the demonstrations, offset by ``n0``, the
+demonstrations' worth of the base dataset for this factor. Predictions are
+clipped to [0, 1].
+
+Fitting (:func:`fit_curve`):
+    ``binomial`` (default): maximum likelihood with ``successes_i ~
+    Binomial(n_i, success(x_i))``. Rates of exactly 0 or 1 need no epsilon:
+    the likelihood stays finite; the predicted failure rate is clipped to
+    ``[1e-12, 1 - 1e-12]`` inside the log.
+    ``log_ls``: weighted least squares of ``log(1 - s_i)`` on ``log(x_i + n0)``
+    (closed form in ``(log a, b)`` for each ``n0``, bounded search over
+    ``log n0``). The empirical failure rate is continuity-corrected,
+    ``(n_i - k_i + 0.5) / (n_i + 1)``, so a point with every episode
+    successful still has a finite log; weights ``n f / (1 - f)`` are the
+    inverse delta-method variances of ``log f``.
+    Both search ``n0`` in ``n0_bounds`` and ``b`` in ``b_bounds``; the binomial
+    fit starts from the best ``log_ls`` solutions on a grid of ``n0``.
+
+Uncertainty (:func:`fit_curve_bootstrap`): a nonparametric bootstrap over
+evaluation episodes (resampled with replacement within each point; when every
+point has the same number of episodes, the same episode indices are drawn for
+all points, which keeps the common-random-numbers pairing of the evaluation)
+and, where several training seeds share an ``x``, over seeds (points are
+resampled within each ``x``). Each resample is refitted; the ``(a, b, n0)``
+samples give percentile prediction bands (:func:`predict`).
+
+Files: :func:`write_curves` / :func:`load_curves` (``curves.json``, schema
+``robogen.curves`` version 1; see :func:`write_curves`). Plots:
+:mod:`robogen.scaling.curves_plot`.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import math
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+from scipy import optimize
+
+from robogen.errors import InvalidSpecError
+from robogen.reports.stats import wilson_interval
+
+CURVES_SCHEMA = "robogen.curves"
+CURVES_VERSION = 1
+FIT_METHODS = ("binomial", "log_ls")
+DEFAULT_N_BOOT = 500
+"""Bootstrap refits by default (percentile bands of 95% have Monte Carlo error ~0.01)."""
+N0_BOUNDS = (1e-2, 1e4)
+B_BOUNDS = (-5.0, -1e-4)
+_LOG_A_BOUNDS = (-30.0, 30.0)
+_P_CLIP = 1e-12
+_GRID = 48
+
+BAD_POINTS = "{what}; expected x, successes and n as 1-D arrays of equal length P >= 3"
+TOO_FEW_X = (
+    "a scaling curve has 3 parameters (a, b, n0) and needs at least 3 distinct demonstration "
+    "counts, got x = {x}; add points (e.g. --points 0,10,20,40)"
+)
+CURVES_MISSING = "curves file {path} does not exist; write it with `robogen scale` first"
+CURVES_CORRUPT = "curves file {path} cannot be read ({why}); re-run `robogen scale` to rewrite it"
+CURVES_WRONG_SCHEMA = (
+    "{path} is not a robogen curves file (schema {got!r}, expected {want!r}); pass the "
+    "curves.json written by `robogen scale`"
+)
+CURVES_WRONG_VERSION = (
+    "curves file {path} has schema version {got!r} but this robogen reads version {want}; "
+    "re-run `robogen scale` with this robogen"
+)
+CURVES_WRONG_TASK = (
+    "curves file {path} holds curves of task {got!r}, not {want!r}; pass the curves.json of "
+    "{want!r} (or plan for --task {got})"
+)
+UNKNOWN_CURVE = "no curve named {name!r} in {where}; available: {choices}{hint}"
+
+
+@dataclass(frozen=True, eq=False)
+class CurveFit:
+    """A fitted scaling curve ``success(x) = 1 - a * (x + n0) ** b``.
+
+    Attributes:
+        a: Scale of the failure rate [-], > 0.
+        b: Power-law exponent [-], < 0 (more negative: steeper).
+        n0: Offset [demonstrations], > 0.
+        method: ``binomial`` or ``log_ls``.
+        deviance: Binomial deviance of the point estimate (2 x log-likelihood ratio against
+            the per-point rates; about the number of points minus 3 for a good fit).
+        samples: ``(S, 3) float64`` bootstrap samples of ``(a, b, n0)``, or None.
+    """
+
+    a: float
+    b: float
+    n0: float
+    method: str = "binomial"
+    deviance: float = math.nan
+    samples: NDArray[np.float64] | None = field(default=None, repr=False)
+
+    def success(self, x: ArrayLike) -> NDArray[np.float64]:
+        """Predicted success rate in [0, 1] at ``x`` demonstrations (any shape)."""
+        return _success(np.asarray(x, np.float64), self.a, self.b, self.n0)
+
+    def sample_success(self, x: ArrayLike) -> NDArray[np.float64]:
+        """``(S, *x.shape)`` success curves of the bootstrap samples (``(0, ...)`` without)."""
+        xs = np.asarray(x, np.float64)
+        if self.samples is None or len(self.samples) == 0:
+            return np.zeros((0, *xs.shape))
+        a, b, n0 = (self.samples[:, i].reshape((-1,) + (1,) * xs.ndim) for i in range(3))
+        return _success(xs[None], a, b, n0)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-serializable form (samples as a list of ``[a, b, n0]``)."""
+        return {
+            "a": self.a, "b": self.b, "n0": self.n0, "method": self.method,
+            "deviance": None if not math.isfinite(self.deviance) else self.deviance,
+            "samples": None if self.samples is None else self.samples.tolist(),
+        }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> CurveFit:
+        """Inverse of :meth:`to_dict`."""
+        samples = d.get("samples")
+        arr = None if samples is None else np.asarray(samples, np.float64).reshape(-1, 3)
+        dev = d.get("deviance")
+        return cls(float(d["a"]), float(d["b"]), float(d["n0"]), str(d.get("method", "binomial")),
+                   math.nan if dev is None else float(dev), arr)
+
+
+def predict(fit: CurveFit, x: ArrayLike, confidence: float = 0.95
+            ) -> tuple[NDArray[np.float64], NDArray[np.float64], NDArray[np.float64]]:
+    """Predicted success at ``x`` with a percentile bootstrap band.
+
+    Args:
+        fit: The curve.
+        x: Demonstration counts, any shape.
+        confidence: Two-sided band level, in (0, 1).
+
+    Returns:
+        ``(mean, low, high)`` arrays shaped like ``x``: the point-estimate curve and the
+        band of the bootstrap curves. Without bootstrap samples ``low == high == mean``.
+    """
+    _check_confidence(confidence)
+    mean = fit.success(x)
+    curves = fit.sample_success(x)
+    if len(curves) == 0:
+        return mean, mean.copy(), mean.copy()
+    alpha = (1.0 - confidence) / 2.0
+    low, high = np.quantile(curves, [alpha, 1.0 - alpha], axis=0)
+    return mean, np.minimum(low, mean), np.maximum(high, mean)
+
+
+def fit_curve(
+    x: ArrayLike,
+    successes: ArrayLike,
+    n: ArrayLike,
+    *,
+    method: str = "binomial",
+    n0_bounds: tuple[float, float] = N0_BOUNDS,
+    b_bounds: tuple[float, float] = B_BOUNDS,
+) -> CurveFit:
+    """Fit ``success(x) = 1 - a (x + n0)^b`` to per-point success counts.
+
+    Args:
+        x: ``(P,)`` demonstrations added at each point (>= 0; repeats allowed, e.g. one point
+            per training seed).
+        successes: ``(P,)`` successful episodes per point (may be fractional, e.g. expected
+            counts), in [0, n].
+        n: ``(P,)`` evaluated episodes per point, > 0.
+        method: ``binomial`` (maximum likelihood) or ``log_ls`` (see the module docstring).
+        n0_bounds: Search range of ``n0`` [demonstrations].
+        b_bounds: Search range of ``b`` (both < 0).
+
+    Returns:
+        The :class:`CurveFit` (no bootstrap samples).
+
+    Raises:
+        InvalidSpecError: On malformed points, fewer than 3 distinct ``x``, an unknown method or
+            bad bounds.
+    """
+    xs, k, nn = _check_points(x, successes, n)
+    _check_fit_args(method, n0_bounds, b_bounds)
+    theta = _fit(xs, k, nn, method, n0_bounds, b_bounds)
+    return _to_fit(theta, method, xs, k, nn)
+
+
+def fit_curve_bootstrap(
+    x: ArrayLike,
+    outcomes: Sequence[ArrayLike] | None = None,
+    *,
+    successes: ArrayLike | None = None,
+    n: ArrayLike | None = None,
+    n_boot: int = DEFAULT_N_BOOT,
+    seed: int = 0,
+    resample_seeds: bool = True,
+    method: str = "binomial",
+    n0_bounds: tuple[float, float] = N0_BOUNDS,
+    b_bounds: tuple[float, float] = B_BOUNDS,
+) -> CurveFit:
+    """Fit a curve and bootstrap its parameters over episodes (and seeds).
+
+    Give either ``outcomes`` (per-point episode outcomes) or ``successes`` and ``n``.
+
+    Args:
+        x: ``(P,)`` demonstrations added at each point; repeated values are points of
+            different training seeds.
+        outcomes: ``P`` 1-D boolean arrays, one outcome per evaluated episode. When all have
+            the same length, episode ``i`` is taken to be the same initial state at every
+            point and the same indices are resampled for all points.
+        successes: ``(P,)`` success counts (instead of ``outcomes``; episodes are then
+            resampled independently per point, i.e. binomially).
+        n: ``(P,)`` episodes per point (with ``successes``).
+        n_boot: Bootstrap refits, > 0.
+        seed: Seed of the resampling generator.
+        resample_seeds: Also resample the points that share an ``x`` (training seeds).
+        method: Fitting method (see :func:`fit_curve`).
+        n0_bounds: Search range of ``n0``.
+        b_bounds: Search range of ``b``.
+
+    Returns:
+        The point-estimate :class:`CurveFit` with ``samples`` of shape ``(n_boot, 3)``.
+
+    Raises:
+        InvalidSpecError: On malformed inputs (as :func:`fit_curve`), both or neither of
+            ``outcomes`` and ``successes``/``n``, or ``n_boot <= 0``.
+    """
+    if (outcomes is None) == (successes is None and n is None):
+        raise InvalidSpecError("give either outcomes (per-point episode outcomes) or "
+                               "successes and n, not both or neither")
+    if not (isinstance(n_boot, int | np.integer) and n_boot > 0):
+        raise InvalidSpecError(f"n_boot must be a positive integer, got {n_boot!r}")
+    paired: NDArray[np.bool_] | None = None
+    outs: list[NDArray[np.bool_]] = []
+    if outcomes is not None:
+        outs = [np.asarray(o).astype(bool).reshape(-1) for o in outcomes]
+        successes = [int(o.sum()) for o in outs]
+        n = [len(o) for o in outs]
+        if len({len(o) for o in outs}) == 1:
+            paired = np.stack(outs)
+    xs, k, nn = _check_points(x, successes, n)
+    _check_fit_args(method, n0_bounds, b_bounds)
+    theta = _fit(xs, k, nn, method, n0_bounds, b_bounds)
+    rng = np.random.default_rng(seed)
+    groups = [np.flatnonzero(xs == v) for v in np.unique(xs)]
+    samples = np.empty((n_boot, 3))
+    for r in range(n_boot):
+        pick = np.concatenate([
+            rng.choice(g, size=len(g)) if resample_seeds and len(g) > 1 else g for g in groups])
+        if paired is not None:
+            idx = rng.integers(0, paired.shape[1], size=paired.shape[1])
+            k_r = paired[pick][:, idx].sum(axis=1).astype(np.float64)
+        elif outs:
+            k_r = np.array([rng.choice(outs[p], size=len(outs[p])).sum() for p in pick], float)
+        else:
+            k_r = rng.binomial(nn[pick].astype(np.int64), k[pick] / nn[pick]).astype(np.float64)
+        th = _fit(xs[pick], k_r, nn[pick], method, n0_bounds, b_bounds, start=theta)
+        samples[r] = np.exp(th[0]), th[1], np.exp(th[2])
+    fit = _to_fit(theta, method, xs, k, nn)
+    return CurveFit(fit.a, fit.b, fit.n0, fit.method, fit.deviance, samples)
+
+
+# ---- records and curves.json -----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CurvePoint:
+    """One evaluated point of a scaling curve.
+
+    Attributes:
+        x: Demonstrations added for the factor.
+        successes: Successful evaluation episodes.
+        n: Evaluation episodes.
+        ci_low: Wilson lower bound of the success rate.
+        ci_high: Wilson upper bound.
+        seed: Training seed of the evaluated policy, if known.
+    """
+
+    x: int
+    successes: int
+    n: int
+    ci_low: float
+    ci_high: float
+    seed: int | None = None
+
+    @property
+    def rate(self) -> float:
+        """Success rate ``successes / n``."""
+        return self.successes / self.n if self.n else math.nan
+
+    @classmethod
+    def from_counts(cls, x: int, successes: int, n: int, *, seed: int | None = None,
+                    confidence: float = 0.95) -> CurvePoint:
+        """Build a point with its Wilson interval (:func:`robogen.reports.stats.wilson_interval`)."""
+        low, high = wilson_interval(int(successes), int(n), confidence)
+        return cls(int(x), int(successes), int(n), low, high, seed)
+
+
+@dataclass(frozen=True)
+class FactorCurve:
+    """The scaling curve of one factor or combination of factors.
+
+    Attributes:
+        name: Curve name: the factor (``lighting``) or factors joined by ``+``.
+        points: Evaluated points, in order of ``x``.
+        fit: The fitted curve (with bootstrap samples when available).
+    """
+
+    name: str
+    points: tuple[CurvePoint, ...]
+    fit: CurveFit
+
+    @property
+    def factors(self) -> tuple[str, ...]:
+        """The factors varied together (``("lighting", "texture")`` for ``lighting+texture``)."""
+        return tuple(self.name.split("+"))
+
+
+def build_curve(
+    name: str,
+    x: ArrayLike,
+    outcomes: Sequence[ArrayLike] | None = None,
+    *,
+    successes: ArrayLike | None = None,
+    n: ArrayLike | None = None,
+    seeds: Sequence[int | None] | None = None,
+    n_boot: int = DEFAULT_N_BOOT,
+    seed: int = 0,
+    confidence: float = 0.95,
+    method: str = "binomial",
+) -> FactorCurve:
+    """Points with Wilson intervals plus a bootstrapped fit (:func:`fit_curve_bootstrap`).
+
+    Args:
+        name: Curve name (factor, or factors joined by ``+``).
+        x: ``(P,)`` demonstrations added per point.
+        outcomes: Per-point boolean episode outcomes (or give ``successes`` and ``n``).
+        successes: ``(P,)`` success counts.
+        n: ``(P,)`` episodes per point.
+        seeds: Training seed per point (stored with the points).
+        n_boot: Bootstrap refits (0: no bootstrap).
+        seed: Bootstrap seed.
+        confidence: Level of the Wilson intervals.
+        method: Fitting method.
+
+    Returns:
+        The :class:`FactorCurve`.
+    """
+    if not name or any(not part for part in name.split("+")):
+        raise InvalidSpecError(f"curve name must be a factor or factors joined by '+', got "
+                               f"{name!r}")
+    if outcomes is not None:
+        successes = [int(np.asarray(o).astype(bool).sum()) for o in outcomes]
+        n = [int(np.asarray(o).size) for o in outcomes]
+    xs, k, nn = _check_points(x, successes, n)
+    if n_boot:
+        fit = fit_curve_bootstrap(xs, outcomes, successes=None if outcomes is not None else k,
+                                  n=None if outcomes is not None else nn, n_boot=n_boot,
+                                  seed=seed, method=method)
+    else:
+        fit = fit_curve(xs, k, nn, method=method)
+    seeds_l = list(seeds) if seeds is not None else [None] * len(xs)
+    if len(seeds_l) != len(xs):
+        raise InvalidSpecError(f"seeds must have one entry per point ({len(xs)}), got {seeds!r}")
+    order = np.argsort(xs, kind="stable")
+    points = tuple(CurvePoint.from_counts(int(xs[i]), int(round(k[i])), int(nn[i]),
+                                          seed=seeds_l[i], confidence=confidence) for i in order)
+    return FactorCurve(name, points, fit)
+
+
+@dataclass(frozen=True)
+class CurvesFile:
+    """The contents of a ``curves.json``.
+
+    Attributes:
+        task: Env id the curves were measured on (``robogen/PickPlace-v0``).
+        curves: Curve name -> :class:`FactorCurve`, in file order.
+        confidence: Level of the stored Wilson intervals.
+        meta: Free-form provenance (base dataset size, BC config, evaluation settings, ...).
+        version: Schema version.
+    """
+
+    task: str
+    curves: Mapping[str, FactorCurve]
+    confidence: float = 0.95
+    meta: Mapping[str, Any] = field(default_factory=dict)
+    version: int = CURVES_VERSION
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """Curve names in file order."""
+        return tuple(self.curves)
+
+    def get(self, name: str) -> FactorCurve:
+        """The curve ``name``.
+
+        Raises:
+            InvalidSpecError: If there is none; lists the names and close matches.
+        """
+        if name not in self.curves:
+            raise InvalidSpecError(_unknown_curve(name, self.curves, f"task {self.task!r}"))
+        return self.curves[name]
+
+    def fits(self) -> dict[str, CurveFit]:
+        """Curve name -> fit (what :func:`robogen.scaling.planner.plan_budget` takes)."""
+        return {name: c.fit for name, c in self.curves.items()}
+
+
+def write_curves(
+    path: str | os.PathLike[str],
+    task: str,
+    curves: Sequence[FactorCurve] | Mapping[str, FactorCurve],
+    *,
+    confidence: float = 0.95,
+    meta: Mapping[str, Any] | None = None,
+) -> Path:
+    """Write ``curves.json`` atomically (temporary file + rename).
+
+    Schema (``schema: "robogen.curves"``, ``version: 1``)::
+
+        {"schema", "version", "task", "confidence", "factors": [names...], "meta": {...},
+         "curves": {name: {"factors": [...],
+                           "points": [{"x", "successes", "n", "rate", "ci_low", "ci_high",
+                                       "seed"}, ...],
+                           "fit": {"a", "b", "n0", "method", "deviance",
+                                   "samples": [[a, b, n0], ...] | null}}}}
+
+    Args:
+        path: File to write (parent directories are created).
+        task: Env id the curves belong to.
+        curves: The curves (names must be unique).
+        confidence: Level of the stored Wilson intervals.
+        meta: JSON-serializable provenance.
+
+    Returns:
+        The path written.
+
+    Raises:
+        InvalidSpecError: On duplicate names, an empty task or non-JSON ``meta``.
+    """
+    items = list(curves.values()) if isinstance(curves, Mapping) else list(curves)
+    names = [c.name for c in items]
+    if len(set(names)) != len(names):
+        raise InvalidSpecError(f"curve names must be unique, got {names}")
+    if not task:
+        raise InvalidSpecError("task must be the env id the curves were measured on, got ''")
+    doc = {
+        "schema": CURVES_SCHEMA, "version": CURVES_VERSION, "task": task,
+        "confidence": confidence, "factors": names, "meta": dict(meta or {}),
+        "curves": {c.name: {
+            "factors": list(c.factors),
+            "points": [{"x": p.x, "successes": p.successes, "n": p.n, "rate": p.rate,
+                        "ci_low": p.ci_low, "ci_high": p.ci_high, "seed": p.seed}
+                       for p in c.points],
+            "fit": c.fit.to_dict(),
+        } for c in items},
+    }
+    try:
+        text = json.dumps(doc, indent=1, allow_nan=False)
+    except (TypeError, ValueError) as e:
+        raise InvalidSpecError(f"curves cannot be written as JSON ({e}); meta must hold "
+                               "JSON-serializable, finite values") from e
+    out = Path(path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(out.name + ".tmp")
+    tmp.write_text(text)
+    os.replace(tmp, out)
+    return out
+
+
+def load_curves(path: str | os.PathLike[str], *, task: str | None = None) -> CurvesFile:
+    """Read a ``curves.json`` written by :func:`write_curves`.
+
+    Args:
+        path: The file.
+        task: If given, the env id the curves must belong to.
+
+    Returns:
+        The :class:`CurvesFile`.
+
+    Raises:
+        InvalidSpecError: If the file is missing, not JSON, of another schema or version,
+            has missing/malformed fields, or belongs to another task.
+    """
+    p = Path(path)
+    if not p.is_file():
+        raise InvalidSpecError(CURVES_MISSING.format(path=p))
+    try:
+        doc = json.loads(p.read_text())
+    except (OSError, UnicodeDecodeError, ValueError) as e:
+        raise InvalidSpecError(CURVES_CORRUPT.format(path=p, why=f"{type(e).__name__}: {e}")
+                               ) from e
+    got = doc.get("schema") if isinstance(doc, dict) else None
+    if got != CURVES_SCHEMA:
+        raise InvalidSpecError(CURVES_WRONG_SCHEMA.format(path=p, got=got, want=CURVES_SCHEMA))
+    if doc.get("version") != CURVES_VERSION:
+        raise InvalidSpecError(CURVES_WRONG_VERSION.format(path=p, got=doc.get("version"),
+                                                           want=CURVES_VERSION))
+    try:
+        curves = {}
+        for name, c in doc["curves"].items():
+            pts = tuple(CurvePoint(int(q["x"]), int(q["successes"]), int(q["n"]),
+                                   float(q["ci_low"]), float(q["ci_high"]),
+                                   None if q.get("seed") is None else int(q["seed"]))
+                        for q in c["points"])
+            fit = CurveFit.from_dict(c["fit"])
+            if not (fit.a > 0 and fit.b < 0 and fit.n0 > 0):
+                raise ValueError(f"curve {name!r} has a={fit.a}, b={fit.b}, n0={fit.n0}; "
+                                 "expected a > 0, b < 0, n0 > 0")
+            curves[str(name)] = FactorCurve(str(name), pts, fit)
+        out = CurvesFile(str(doc["task"]), curves, float(doc.get("confidence", 0.95)),
+                         dict(doc.get("meta") or {}), int(doc["version"]))
+    except (KeyError, TypeError, ValueError, AttributeError) as e:
+        raise InvalidSpecError(CURVES_CORRUPT.format(path=p, why=f"{type(e).__name__}: {e}")
+                               ) from e
+    if task is not None and out.task != task:
+        raise InvalidSpecError(CURVES_WRONG_TASK.format(path=p, got=out.task, want=task))
+    return out
+
+
+# ---- fitting internals -----------------------------------------------------------------------
+
+
+def _success(x: NDArray[np.float64], a: Any, b: Any, n0: Any) -> NDArray[np.float64]:
+    return np.clip(1.0 - a * np.power(x + n0, b), 0.0, 1.0)
+
+
+def _check_confidence(confidence: float) -> None:
+    if not 0.0 < confidence < 1.0:
+        raise InvalidSpecError(f"confidence must be in (0, 1), got {confidence!r}")
+
+
+def _check_points(x: Any, successes: Any, n: Any
+                  ) -> tuple[NDArray[np.float64], NDArray[np.float64], NDArray[np.float64]]:
+    try:
+        xs, k, nn = (np.asarray(v, np.float64) for v in (x, successes, n))
+    except (TypeError, ValueError) as e:
+        raise InvalidSpecError(BAD_POINTS.format(what=f"got non-numeric values ({e})")) from e
+    if not (xs.ndim == k.ndim == nn.ndim == 1 and len(xs) == len(k) == len(nn)):
+        raise InvalidSpecError(BAD_POINTS.format(
+            what=f"got shapes x {xs.shape}, successes {k.shape}, n {nn.shape}"))
+    if not (np.all(np.isfinite(xs)) and np.all(xs >= 0)):
+        raise InvalidSpecError(BAD_POINTS.format(what=f"x must be finite and >= 0, got {xs}"))
+    if not np.all(nn > 0):
+        raise InvalidSpecError(BAD_POINTS.format(what=f"n must be > 0 episodes, got {nn}"))
+    if not (np.all(np.isfinite(k)) and np.all(k >= 0) and np.all(k <= nn)):
+        raise InvalidSpecError(BAD_POINTS.format(
+            what=f"successes must be in [0, n], got successes {k} for n {nn}"))
+    if len(np.unique(xs)) < 3:
+        raise InvalidSpecError(TOO_FEW_X.format(x=xs.tolist()))
+    return xs, k, nn
+
+
+def _check_fit_args(method: str, n0_bounds: tuple[float, float],
+                    b_bounds: tuple[float, float]) -> None:
+    if method not in FIT_METHODS:
+        raise InvalidSpecError(f"fit method must be one of {FIT_METHODS}, got {method!r}")
+    lo, hi = n0_bounds
+    if not 0 < lo < hi < math.inf:
+        raise InvalidSpecError(f"n0_bounds must satisfy 0 < low < high, got {n0_bounds}")
+    lo, hi = b_bounds
+    if not -math.inf < lo < hi < 0:
+        raise InvalidSpecError(f"b_bounds must satisfy low < high < 0, got {b_bounds}")
+
+
+def _nll(theta: NDArray[np.float64], x: NDArray[np.float64], k: NDArray[np.float64],
+         n: NDArray[np.float64]) -> float:
+    """Binomial negative log-likelihood per episode; theta = (log a, b, log n0)."""
+    fail = np.clip(np.exp(theta[0] + theta[1] * np.log(x + np.exp(theta[2]))), _P_CLIP,
+                   1.0 - _P_CLIP)
+    return float(-(np.sum(k * np.log1p(-fail) + (n - k) * np.log(fail))) / np.sum(n))
+
+
+def _grid_log_ls(x: NDArray[np.float64], k: NDArray[np.float64], n: NDArray[np.float64],
+                 log_n0: NDArray[np.float64], b_bounds: tuple[float, float]
+                 ) -> tuple[NDArray[np.float64], NDArray[np.float64], NDArray[np.float64]]:
+    """Weighted LS of log(fail) on log(x + n0) for each n0: (log_a, b, sse) arrays."""
+    f = (n - k + 0.5) / (n + 1.0)
+    y = np.log(f)
+    w = n * f / (1.0 - f)
+    z = np.log(x[None, :] + np.exp(log_n0)[:, None])  # (G, P)
+    sw = w.sum()
+    zbar = (z * w).sum(1) / sw
+    ybar = (y * w).sum() / sw
+    dz = z - zbar[:, None]
+    b = np.clip((w * dz * (y - ybar)).sum(1) / np.maximum((w * dz * dz).sum(1), 1e-300),
+                *b_bounds)
+    log_a = ybar - b * zbar
+    sse = (w * (y - log_a[:, None] - b[:, None] * z) ** 2).sum(1)
+    return log_a, b, sse
+
+
+def _fit(x: NDArray[np.float64], k: NDArray[np.float64], n: NDArray[np.float64], method: str,
+         n0_bounds: tuple[float, float], b_bounds: tuple[float, float],
+         start: NDArray[np.float64] | None = None) -> NDArray[np.float64]:
+    """Best theta = (log a, b, log n0)."""
+    lo, hi = math.log(n0_bounds[0]), math.log(n0_bounds[1])
+    grid = np.linspace(lo, hi, _GRID)
+    log_a, b, sse = _grid_log_ls(x, k, n, grid, b_bounds)
+    if method == "log_ls":
+        i = int(np.argmin(sse))
+        left, right = grid[max(i - 1, 0)], grid[min(i + 1, _GRID - 1)]
+
+        def profile(t: float) -> float:
+            return float(_grid_log_ls(x, k, n, np.array([t]), b_bounds)[2][0])
+
+        t = optimize.minimize_scalar(profile, bounds=(left, right), method="bounded",
+                                     options={"xatol": 1e-8}).x
+        la, bb, _ = _grid_log_ls(x, k, n, np.array([t]), b_bounds)
+        return np.array([float(la[0]), float(bb[0]), float(t)])
+    cands = np.stack([log_a, b, grid], axis=1)
+    nll = np.array([_nll(c, x, k, n) for c in cands])
+    starts = [cands[i] for i in np.argsort(nll)[:2]]
+    if start is not None:
+        starts.append(np.asarray(start, np.float64))
+    bounds = [_LOG_A_BOUNDS, b_bounds, (lo, hi)]
+    best, best_val = starts[0], math.inf
+    for s0 in starts:
+        s0 = np.clip(s0, [bd[0] for bd in bounds], [bd[1] for bd in bounds])
+        res = optimize.minimize(_nll, s0, args=(x, k, n), method="L-BFGS-B", bounds=bounds,
+                                options={"ftol": 1e-15, "gtol": 1e-10, "maxiter": 2000})
+        if res.fun < best_val:
+            best, best_val = np.asarray(res.x, np.float64), float(res.fun)
+    return best
+
+
+def _to_fit(theta: NDArray[np.float64], method: str, x: NDArray[np.float64],
+            k: NDArray[np.float64], n: NDArray[np.float64]) -> CurveFit:
+    a, b, n0 = float(np.exp(theta[0])), float(theta[1]), float(np.exp(theta[2]))
+    p = np.clip(_success(x, a, b, n0), _P_CLIP, 1.0 - _P_CLIP)
+    rate = k / n
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ll = k * np.log(p) + (n - k) * np.log1p(-p)
+        sat = np.where(k > 0, k * np.log(np.where(k > 0, rate, 1.0)), 0.0) + np.where(
+            n - k > 0, (n - k) * np.log(np.where(n - k > 0, 1.0 - rate, 1.0)), 0.0)
+    return CurveFit(a, b, n0, method, float(2.0 * np.sum(sat - ll)))
+
+
+def _unknown_curve(name: str, choices: Mapping[str, Any] | Sequence[str], where: str) -> str:
+    names = sorted(choices)
+    close = difflib.get_close_matches(name, names, n=3, cutoff=0.5)
+    hint = f" (did you mean {', '.join(repr(c) for c in close)}?)" if close else ""
+    return UNKNOWN_CURVE.format(name=name, where=where, choices=", ".join(names) or "none",
+                                hint=hint)
