@@ -1,12 +1,13 @@
 """The ``random`` policy and the ``python:module:factory`` entry-point loader.
 
 ``random`` / ``random:SEED``:
-    Uniform actions in the env's (bounded) Box action space from
-    ``numpy.random.default_rng(SEED)`` (SEED defaults to 0). Actions are a
-    deterministic function of the seed and the sequence of ``act`` calls made
-    on this policy object: the same process running the same batches gives the
-    same actions, but actions are not paired across conditions or workers (the
-    policy keeps one stream, not one per episode). ``deterministic`` is ignored.
+    Uniform actions in the env's (bounded) Box action space. Each env slot gets
+    its own stream, seeded at the first ``act`` after ``reset`` from SEED
+    (default 0) and a hash of that slot's first observation. An episode's
+    actions therefore depend only on its initial observation, not on which
+    worker ran it or what ran before: results are identical on every backend,
+    and conditions that leave the initial observation unchanged are paired.
+    ``deterministic`` is ignored.
 
 ``python:pkg.module:factory`` or ``python:path/to/file.py:factory``:
     Imports the module (or executes the file) and calls ``factory(ctx)`` with
@@ -18,6 +19,7 @@
 from __future__ import annotations
 
 import difflib
+import hashlib
 import importlib
 import importlib.util
 import sys
@@ -68,15 +70,30 @@ class RandomPolicy:
         self.seed = seed
         self._low = np.asarray(low, dtype=np.float64)
         self._high = np.asarray(high, dtype=np.float64)
-        self._rng = np.random.default_rng(seed)
+        self._rngs: dict[int, np.random.Generator] = {}
 
     def reset(self, slots: Sequence[int]) -> None:
-        """No per-episode state."""
+        """Forget the streams of ``slots``; each is reseeded from its next observation."""
+        for k in slots:
+            self._rngs.pop(int(k), None)
+
+    def _rng(self, k: int, obs: Any) -> np.random.Generator:
+        rng = self._rngs.get(k)
+        if rng is None:
+            parts = [obs[key][k] for key in sorted(obs)] if isinstance(obs, dict) else [obs[k]]
+            h = hashlib.blake2b(digest_size=8)
+            for p in parts:
+                h.update(np.ascontiguousarray(p).tobytes())
+            rng = np.random.default_rng([self.seed, int.from_bytes(h.digest(), "little")])
+            self._rngs[k] = rng
+        return rng
 
     def act(self, obs: Any, *, deterministic: bool = True) -> np.ndarray:
         """``(B, *action_shape) float32`` uniform actions; ``B`` from the batch of ``obs``."""
         batch = len(next(iter(obs.values()))) if isinstance(obs, dict) else len(obs)
-        a = self._rng.uniform(self._low, self._high, size=(batch, *self._low.shape))
+        a = np.stack(
+            [self._rng(k, obs).uniform(self._low, self._high) for k in range(batch)]
+        )
         return a.astype(np.float32)
 
 

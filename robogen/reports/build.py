@@ -322,6 +322,7 @@ def _axis_gap(
         relative_drop=nan if hide else pg.relative_drop,
         status=status,
         note=note,
+        ci_method=pg.ci_method,
     )
 
 

@@ -101,6 +101,7 @@ class AxisGap:
         relative_drop: ``gap / nominal_rate`` (NaN if that is 0 or gap is NaN).
         status: One of :data:`STATUSES`.
         note: Why the status is not ``ok``, or partial application; else "".
+        ci_method: How the interval was computed (``bootstrap`` or ``agresti-min``).
     """
 
     condition: str
@@ -119,6 +120,7 @@ class AxisGap:
     relative_drop: float
     status: str
     note: str
+    ci_method: str = "bootstrap"
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> AxisGap:

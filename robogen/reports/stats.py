@@ -101,6 +101,8 @@ class PairedGap:
         perturbed_rate: Perturbed success rate over the pairs.
         relative_drop: ``gap / nominal_rate``; NaN when ``nominal_rate`` is 0.
         confidence: Two-sided confidence level of the interval.
+        ci_method: ``bootstrap`` or ``agresti-min`` (used when there are fewer
+            than :data:`MIN_DISCORDANT_FOR_BOOTSTRAP` discordant pairs).
     """
 
     gap: float
@@ -113,6 +115,7 @@ class PairedGap:
     perturbed_rate: float
     relative_drop: float
     confidence: float
+    ci_method: str = "bootstrap"
 
 
 @dataclass(frozen=True, slots=True)
@@ -194,6 +197,37 @@ def bootstrap_mean_interval(
     return float(low), float(high)
 
 
+MIN_DISCORDANT_FOR_BOOTSTRAP = 10
+"""Below this many discordant pairs the percentile bootstrap of a paired
+difference undercovers (with none it collapses to a zero-width interval), so
+:func:`paired_gap` uses the Agresti-Min adjusted Wald interval instead."""
+
+
+def agresti_min_interval(n10: int, n01: int, n: int, confidence: float = 0.95) -> tuple[float, float]:
+    """Adjusted Wald interval of a paired difference of proportions (Agresti & Min 2005).
+
+    Adds 0.5 to each cell of the 2x2 paired table, which keeps a positive width
+    when no discordant pair was seen; recommended among closed-form intervals
+    by Fagerland, Lydersen & Laake (2014, Stat. Methods Med. Res. 23(3)).
+
+    Args:
+        n10: Pairs with nominal success and perturbed failure.
+        n01: Pairs with nominal failure and perturbed success.
+        n: Number of pairs (> 0).
+        confidence: Two-sided level in (0, 1).
+
+    Returns:
+        ``(low, high)`` of ``p(nominal) - p(perturbed)``, clipped to [-1, 1].
+    """
+    _check_confidence(confidence)
+    z = NormalDist().inv_cdf(0.5 + confidence / 2.0)
+    m = n + 2.0
+    p10, p01 = (n10 + 0.5) / m, (n01 + 0.5) / m
+    d = p10 - p01
+    se = math.sqrt(max(p10 + p01 - d * d, 0.0) / m)
+    return max(-1.0, d - z * se), min(1.0, d + z * se)
+
+
 def paired_gap(
     nominal: ArrayLike,
     perturbed: ArrayLike,
@@ -208,7 +242,10 @@ def paired_gap(
     state, common random numbers); the caller aligns them by ``episode_index``.
     The interval is the percentile bootstrap of the mean per-episode difference
     (Efron & Tibshirani 1993, ch. 13), resampling episodes, not outcomes, so the
-    pairing is kept. The discordant counts ``n10``/``n01`` are the sufficient
+    pairing is kept. With fewer than :data:`MIN_DISCORDANT_FOR_BOOTSTRAP`
+    discordant pairs the bootstrap is degenerate (every resample has the same
+    few differences), so the Agresti-Min interval is used and ``ci_method``
+    says so. The discordant counts ``n10``/``n01`` are the sufficient
     statistics of McNemar's (1947) test of equal rates.
 
     Args:
@@ -234,7 +271,14 @@ def paired_gap(
         nan = math.nan
         return PairedGap(nan, nan, nan, 0, 0, 0, nan, nan, nan, confidence)
     diff = nom.astype(np.float64) - per.astype(np.float64)
-    low, high = bootstrap_mean_interval(diff, n_boot=n_boot, confidence=confidence, seed=seed)
+    method = "bootstrap"
+    if n10 + n01 < MIN_DISCORDANT_FOR_BOOTSTRAP:
+        method = "agresti-min"
+        low, high = agresti_min_interval(n10, n01, n, confidence)
+    else:
+        low, high = bootstrap_mean_interval(
+            diff, n_boot=n_boot, confidence=confidence, seed=seed
+        )
     gap = (n10 - n01) / n
     nominal_rate = float(nom.mean())
     rel = gap / nominal_rate if nominal_rate > 0 else math.nan
@@ -249,6 +293,7 @@ def paired_gap(
         perturbed_rate=float(per.mean()),
         relative_drop=rel,
         confidence=confidence,
+        ci_method=method,
     )
 
 

@@ -188,7 +188,9 @@ def render_markdown(report: Report, *, videos: Mapping[str, str] | None = None) 
     out += [
         "",
         "<sub>gap = nominal − perturbed success on the same episodes (paired); "
-        "n10 = pairs where only nominal succeeded, n01 = only perturbed.</sub>",
+        "n10 = pairs where only nominal succeeded, n01 = only perturbed; "
+        "95% intervals: percentile bootstrap over episodes, Agresti-Min when fewer "
+        "than 10 pairs are discordant.</sub>",
         "",
     ]
     return "\n".join(out)

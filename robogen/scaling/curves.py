@@ -578,11 +578,27 @@ def _check_fit_args(method: str, n0_bounds: tuple[float, float],
 
 
 def _nll(theta: NDArray[np.float64], x: NDArray[np.float64], k: NDArray[np.float64],
-         n: NDArray[np.float64]) -> float:
-    """Binomial negative log-likelihood per episode; theta = (log a, b, log n0)."""
-    fail = np.clip(np.exp(theta[0] + theta[1] * np.log(x + np.exp(theta[2]))), _P_CLIP,
-                   1.0 - _P_CLIP)
-    return float(-(np.sum(k * np.log1p(-fail) + (n - k) * np.log(fail))) / np.sum(n))
+         n: NDArray[np.float64]) -> tuple[float, NDArray[np.float64]]:
+    """Binomial negative log-likelihood per episode and its gradient; theta = (log a, b, log n0).
+    """
+    n0 = math.exp(theta[2])
+    log_xn = np.log(x + n0)
+    raw = np.exp(theta[0] + theta[1] * log_xn)
+    fail = np.clip(raw, _P_CLIP, 1.0 - _P_CLIP)
+    total = np.sum(n)
+    value = -float(np.sum(k * np.log1p(-fail) + (n - k) * np.log(fail))) / total
+    d_fail = np.where(raw == fail, (k / (1.0 - fail) - (n - k) / fail) / total, 0.0) * fail
+    grad = np.array([d_fail.sum(), (d_fail * log_xn).sum(),
+                     (d_fail * theta[1] * n0 / (x + n0)).sum()])
+    return value, grad
+
+
+def _nll_many(cands: NDArray[np.float64], x: NDArray[np.float64], k: NDArray[np.float64],
+              n: NDArray[np.float64]) -> NDArray[np.float64]:
+    """_nll values for ``(G, 3)`` candidate thetas."""
+    fail = np.clip(np.exp(cands[:, :1] + cands[:, 1:2] * np.log(x + np.exp(cands[:, 2:]))),
+                   _P_CLIP, 1.0 - _P_CLIP)
+    return -(k * np.log1p(-fail) + (n - k) * np.log(fail)).sum(1) / np.sum(n)
 
 
 def _grid_log_ls(x: NDArray[np.float64], k: NDArray[np.float64], n: NDArray[np.float64],
@@ -623,15 +639,17 @@ def _fit(x: NDArray[np.float64], k: NDArray[np.float64], n: NDArray[np.float64],
         la, bb, _ = _grid_log_ls(x, k, n, np.array([t]), b_bounds)
         return np.array([float(la[0]), float(bb[0]), float(t)])
     cands = np.stack([log_a, b, grid], axis=1)
-    nll = np.array([_nll(c, x, k, n) for c in cands])
-    starts = [cands[i] for i in np.argsort(nll)[:2]]
+    order = np.argsort(_nll_many(cands, x, k, n))
+    # a refit from a known solution (bootstrap) needs fewer starts
+    starts = [cands[i] for i in order[: 1 if start is not None else 3]]
     if start is not None:
         starts.append(np.asarray(start, np.float64))
     bounds = [_LOG_A_BOUNDS, b_bounds, (lo, hi)]
     best, best_val = starts[0], math.inf
     for s0 in starts:
         s0 = np.clip(s0, [bd[0] for bd in bounds], [bd[1] for bd in bounds])
-        res = optimize.minimize(_nll, s0, args=(x, k, n), method="L-BFGS-B", bounds=bounds,
+        res = optimize.minimize(_nll, s0, args=(x, k, n), jac=True, method="L-BFGS-B",
+                                bounds=bounds,
                                 options={"ftol": 1e-15, "gtol": 1e-10, "maxiter": 2000})
         if res.fun < best_val:
             best, best_val = np.asarray(res.x, np.float64), float(res.fun)

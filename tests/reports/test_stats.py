@@ -53,12 +53,24 @@ def test_paired_gap_constructed_example() -> None:
     assert g.nominal_rate == 0.8 and g.perturbed_rate == 0.6
     assert g.relative_drop == pytest.approx(0.25)
     assert g.ci_low < g.gap < g.ci_high
-    # normal approximation: 0.2 +- 1.96 * sqrt((0.4 - 0.2**2) / 10) = [-0.17, 0.57]
-    assert g.ci_low == pytest.approx(-0.2, abs=0.1 + 1e-9)
-    assert g.ci_high == pytest.approx(0.6, abs=0.1 + 1e-9)
-    # bootstrap means of differences in {-1, 0, 1} over 10 episodes lie on the 0.1 grid
+    # 4 discordant pairs (< 10): Agresti-Min adjusted Wald, 0.5 added to each cell:
+    # d = (3.5 - 1.5) / 12, se = sqrt((5 / 12 - d**2) / 12) -> [-0.1862, 0.5195]
+    assert g.ci_method == "agresti-min"
+    assert g.ci_low == pytest.approx(-0.18620, abs=1e-4)
+    assert g.ci_high == pytest.approx(0.51953, abs=1e-4)
+
+
+def test_paired_gap_uses_bootstrap_with_enough_discordant_pairs() -> None:
+    nom = np.tile(NOM, 4)
+    per = np.tile(PER, 4)  # 12 / 4 discordant pairs
+    g = paired_gap(nom, per, n_boot=4000, seed=3)
+    assert g.ci_method == "bootstrap" and g.gap == pytest.approx(0.2)
+    # normal approximation: 0.2 +- 1.96 * sqrt((0.4 - 0.2**2) / 40) = [0.014, 0.386]
+    assert g.ci_low == pytest.approx(0.014, abs=0.05)
+    assert g.ci_high == pytest.approx(0.386, abs=0.05)
+    # bootstrap means of differences in {-1, 0, 1} over 40 episodes lie on the 1/40 grid
     for bound in (g.ci_low, g.ci_high):
-        assert bound * 10 == pytest.approx(round(bound * 10))
+        assert bound * 40 == pytest.approx(round(bound * 40))
 
 
 def test_paired_gap_is_deterministic_given_seed() -> None:
@@ -88,7 +100,11 @@ def test_paired_interval_narrower_than_unpaired_on_correlated_outcomes() -> None
 def test_paired_gap_degenerate_and_empty() -> None:
     same = np.ones(12, dtype=bool)
     g = paired_gap(same, same)
-    assert (g.gap, g.ci_low, g.ci_high, g.n10, g.n01) == (0.0, 0.0, 0.0, 0, 0)
+    assert (g.gap, g.n10, g.n01) == (0.0, 0, 0)
+    # no discordant pair: the bootstrap would collapse to [0, 0]; Agresti-Min keeps a width:
+    # 0 +- 1.96 * sqrt((1 / 14) / 14) = +-0.140
+    assert g.ci_method == "agresti-min"
+    assert g.ci_low == pytest.approx(-0.13999, abs=1e-4) and g.ci_high == pytest.approx(0.13999, abs=1e-4)
     empty = paired_gap(np.zeros(0, bool), np.zeros(0, bool))
     assert empty.n == 0 and np.isnan(empty.gap) and np.isnan(empty.ci_low)
     zero_nominal = paired_gap(np.zeros(4, bool), np.array([0, 1, 0, 0], bool))

@@ -1,0 +1,36 @@
+from __future__ import annotations
+
+import numpy as np
+from gymnasium import spaces
+
+from robogen.policies.simple import RandomPolicy
+
+
+def _policy(seed: int = 0) -> RandomPolicy:
+    obs = spaces.Box(-np.inf, np.inf, (3,), np.float32)
+    act = spaces.Box(-1.0, 1.0, (2,), np.float32)
+    return RandomPolicy(obs, act, "state", seed)
+
+
+def test_random_actions_depend_only_on_the_episode_not_on_history_or_batch():
+    o1 = np.array([[0.1, 0.2, 0.3]], np.float32)
+    o2 = np.array([[0.5, 0.5, 0.5]], np.float32)
+    fresh = _policy()
+    fresh.reset([0])
+    alone = [fresh.act(o1)[0] for _ in range(3)]
+    busy = _policy()
+    busy.reset([0, 1])
+    busy.act(np.concatenate([o2, o2]))  # another episode ran before in slot 0
+    busy.reset([0])
+    in_batch = [busy.act(np.concatenate([o1, o2]))[0] for _ in range(3)]
+    np.testing.assert_array_equal(np.stack(alone), np.stack(in_batch))
+    assert np.all(np.abs(np.stack(alone)) <= 1.0)
+    assert not np.allclose(alone[0], alone[1])  # a stream, not a constant
+
+
+def test_random_seed_changes_actions():
+    o = np.zeros((1, 3), np.float32)
+    a, b = _policy(0), _policy(1)
+    a.reset([0])
+    b.reset([0])
+    assert not np.allclose(a.act(o), b.act(o))
