@@ -17,10 +17,16 @@ unpaired / mean n paired (> 1: pairing needs fewer episodes).
 
 Part 1 uses synthetic streams (episode difficulty shared by both policies
 with probability ``rho``, see tests/check/check_streams.py). Part 2 (skip
-with ``--no-real``) uses real Reach runs: the scripted expert as baseline
-and, as candidate, the expert with nominal-arm kinematics baked in
-(tests/check/degraded_policies.py), which equals the expert except under the
-embodiment axis; runs are cached in ``--runs``.
+with ``--no-real``) uses real runs on ``gymnasium/Reacher-v5`` (nominal,
+embodiment and object_pose at severities 0.5 and 1): the shipped PPO
+checkpoint as baseline and, as a close but different candidate, the same
+checkpoint with N(0, 0.05^2) action noise (tests/check/degraded_policies.py);
+the target decision per condition is the one the paired test reaches on all
+episodes (undecided conditions are left out), and the first n is averaged over
+``--resamples`` resampled episode orders (pairs kept together). Runs are
+cached in ``--runs``.
+(The built-in tasks' scripted experts succeed in every episode, so they
+cannot show a pairing gain: with no failures there is nothing to pair.)
 
 Usage::
 
@@ -104,33 +110,51 @@ def synthetic(streams: int, seed: int, margin: float, alpha: float) -> list[tupl
     return rows
 
 
-def real(runs: Path, episodes: int, margin: float, alpha: float) -> list[tuple[str, dict]]:
+def real(runs: Path, episodes: int, margin: float, alpha: float, resamples: int
+         ) -> list[tuple[str, dict]]:
     from robogen.check.inputs import load_saved
+    from robogen.check.noninferiority import paired_noninferiority as ni
     from robogen.configs import load_eval_config
     from robogen.rollout.runner import evaluate
 
+    ckpt = ROOT / "robogen" / "assets" / "checkpoints"
     fixtures = ROOT / "tests" / "check" / "degraded_policies.py"
-    sides = {"baseline": "expert:reach",
-             "candidate": f"python:{fixtures}:nominal_kinematics_reach"}
+    sides = {"baseline": f"sb3:{ckpt / 'ppo_reacher.zip'}",
+             "candidate": f"python:{fixtures}:noisy_ppo_reacher"}
     data = {}
     for side, policy in sides.items():
         out = runs / f"{side}-{episodes}"
         if not (out / "report.json").is_file():
-            print(f"evaluating {policy} ({3 * episodes} episodes) into {out} ...", flush=True)
-            cfg = load_eval_config(None, env="robogen/Reach-v0", policy=policy,
-                                   axes=["physics", "embodiment"], severities=[0.5, 1.0],
-                                   episodes=episodes, seed=0, combined=False,
-                                   backend="serial", videos=0, out=out)
+            print(f"evaluating {policy} ({5 * episodes} episodes) into {out} ...", flush=True)
+            cfg = load_eval_config(
+                None, env="gymnasium/Reacher-v5", policy=policy,
+                vecnormalize=str(ckpt / "ppo_reacher_vecnormalize.pkl"),
+                axes=["embodiment", "object_pose"], severities=[0.5, 1.0], episodes=episodes,
+                seed=0, combined=False, backend="serial", videos=0, out=out,
+            )
             evaluate(cfg)
         data[side] = load_saved(out)
     grid = tuple(n for n in GRID if n < episodes) + (episodes,)
     rows = []
-    for cond, want in (("nominal", "pass"), ("physics@0.5", "pass"), ("physics@1", "pass"),
-                       ("embodiment@0.5", "regression"), ("embodiment@1", "regression")):
+    for cond in data["baseline"].episodes:
         b = data["baseline"].episodes[cond].success
         c = data["candidate"].episodes[cond].success
-        rows.append((f"Reach run: {cond} -> {want} (success {b.mean():.2f} -> {c.mean():.2f})",
-                     compare_streams([(b, c)], grid, margin, alpha, want)))
+        nb, nc = int(np.sum(c & ~b)), int(np.sum(~c & b))
+        # the decision is the one the paired test reaches on all episodes
+        if ni(nb, nc, b.size, margin).p_value <= alpha:
+            want = "pass"
+        elif ni(nc, nb, b.size, -margin).p_value <= alpha:
+            want = "regression"
+        else:
+            print(f"Reacher {cond}: undecided on {b.size} paired episodes (success "
+                  f"{b.mean():.2f} -> {c.mean():.2f}); left out")
+            continue
+        # episode orders resampled with replacement (pairs kept): the mean first n is stable
+        rng = np.random.default_rng(0)
+        orders = [rng.integers(0, b.size, b.size) for _ in range(resamples)]
+        streams = [(b[o], c[o]) for o in orders]
+        rows.append((f"Reacher PPO vs noisy PPO: {cond} -> {want} ({b.mean():.2f} -> "
+                     f"{c.mean():.2f})", compare_streams(streams, grid, margin, alpha, want)))
     return rows
 
 
@@ -140,15 +164,19 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--margin", type=float, default=0.05)
     ap.add_argument("--alpha", type=float, default=0.05)
-    ap.add_argument("--no-real", action="store_true", help="skip the real Reach runs")
-    ap.add_argument("--episodes", type=int, default=200, help="real runs: episodes per condition")
+    ap.add_argument("--no-real", action="store_true", help="skip the real Reacher runs")
+    ap.add_argument("--episodes", type=int, default=300, help="real runs: episodes per condition")
+    ap.add_argument("--real-margin", type=float, default=0.15, help="margin of the real part")
+    ap.add_argument("--resamples", type=int, default=30,
+                    help="real runs: resampled episode orders per condition")
     ap.add_argument("--runs", type=Path, default=ROOT / "runs" / "bench-paired")
     args = ap.parse_args()
     rows = synthetic(args.streams, args.seed, args.margin, args.alpha)
     if not args.no_real:
-        rows += real(args.runs, args.episodes, args.margin, args.alpha)
+        rows += real(args.runs, args.episodes, args.real_margin, args.alpha, args.resamples)
     print(f"\nfirst n (episodes per condition and policy) reaching the decision; margin "
-          f"{args.margin}, alpha {args.alpha}, grid {GRID[0]}..{GRID[-1]}")
+          f"{args.margin} (real runs {args.real_margin}), alpha {args.alpha}, grid "
+          f"{GRID[0]}..{GRID[-1]}")
     print(f"{'scenario':<66} {'paired n':>9} {'unpaired n':>11} {'ratio':>6}  decided p/u")
     ratios = []
     for label, r in rows:

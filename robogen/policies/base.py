@@ -54,7 +54,13 @@ class Policy(Protocol):
         ...
 
     def act(self, obs: Any, *, deterministic: bool = True) -> np.ndarray:
-        """Return ``(B, act_dim) float32`` actions for a batch of ``B`` observations."""
+        """Return ``(B, act_dim) float32`` actions for a batch of ``B`` observations.
+
+        A policy may also accept a keyword ``slots: Sequence[int]`` (the env
+        slot of each row). The worker then passes only the rows of episodes
+        still running, saving the work of finished ones; without it the worker
+        passes every slot, finished ones included, in slot order.
+        """
         ...
 
 

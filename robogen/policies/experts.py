@@ -80,23 +80,31 @@ class _TabletopExpert:
             if k < len(self._mem):
                 self._mem[k] = {}
 
-    def act(self, obs: Any, *, deterministic: bool = True) -> np.ndarray:
-        """Return ``(B, 6) float32`` actions for the first ``B`` attached scenes.
+    def act(
+        self, obs: Any, *, deterministic: bool = True, slots: Sequence[int] | None = None
+    ) -> np.ndarray:
+        """Return ``(B, 6) float32`` actions; row i acts in attached scene ``slots[i]``.
+
+        Args:
+            obs: A batch of ``B`` observations (ignored: the expert reads the simulator).
+            deterministic: Ignored (the expert is deterministic).
+            slots: Env slot of each row; None means rows ``0..B-1``.
 
         Raises:
-            InvalidSpecError: If fewer than ``B`` scenes are attached.
+            InvalidSpecError: If a slot has no attached scene.
         """
         batch = _batch_size(obs)
-        if batch > len(self._scenes):
+        rows = list(range(batch)) if slots is None else [int(k) for k in slots]
+        if len(rows) != batch or (rows and max(rows) >= len(self._scenes)):
             raise InvalidSpecError(NOT_ATTACHED.format(name=self.name, batch=batch,
                                                        n=len(self._scenes)))
         out = np.zeros((batch, 6), np.float32)
-        for k in range(batch):
+        for i, k in enumerate(rows):
             scene = self._scenes[k]
             ids = self._ids[k]
             if ids is None or ids.model is not scene.model:
                 ids = self._ids[k] = sc.SceneIds(scene.model)
-            out[k] = self._act_one(scene.model, scene.data, ids, self._mem[k])
+            out[i] = self._act_one(scene.model, scene.data, ids, self._mem[k])
         return out
 
     # ---- task logic ----------------------------------------------------------------------

@@ -89,12 +89,15 @@ class SB3Policy:
     def reset(self, slots: Sequence[int]) -> None:
         """No per-episode state (feed-forward policies)."""
 
-    def act(self, obs: Any, *, deterministic: bool = True) -> np.ndarray:
+    def act(
+        self, obs: Any, *, deterministic: bool = True, slots: Sequence[int] | None = None
+    ) -> np.ndarray:
         """Actions for a batch.
 
         Args:
             obs: ``(B, obs_dim) float32``, ``(B, H, W, 3) uint8`` or a dict of such batches.
             deterministic: Use the distribution's mode instead of sampling.
+            slots: Env slot of each row (ignored: the policy keeps no per-episode state).
 
         Returns:
             ``(B, act_dim) float32`` actions, clipped to the action space (SB3 ``predict``).

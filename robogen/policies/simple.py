@@ -77,10 +77,10 @@ class RandomPolicy:
         for k in slots:
             self._rngs.pop(int(k), None)
 
-    def _rng(self, k: int, obs: Any) -> np.random.Generator:
+    def _slot_rng(self, k: int, obs: Any, row: int) -> np.random.Generator:
         rng = self._rngs.get(k)
         if rng is None:
-            parts = [obs[key][k] for key in sorted(obs)] if isinstance(obs, dict) else [obs[k]]
+            parts = [obs[key][row] for key in sorted(obs)] if isinstance(obs, dict) else [obs[row]]
             h = hashlib.blake2b(digest_size=8)
             for p in parts:
                 h.update(np.ascontiguousarray(p).tobytes())
@@ -88,11 +88,15 @@ class RandomPolicy:
             self._rngs[k] = rng
         return rng
 
-    def act(self, obs: Any, *, deterministic: bool = True) -> np.ndarray:
-        """``(B, *action_shape) float32`` uniform actions; ``B`` from the batch of ``obs``."""
+    def act(
+        self, obs: Any, *, deterministic: bool = True, slots: Sequence[int] | None = None
+    ) -> np.ndarray:
+        """``(B, *action_shape) float32`` uniform actions; row i uses slot ``slots[i]``'s stream."""
         batch = len(next(iter(obs.values()))) if isinstance(obs, dict) else len(obs)
+        rows = range(batch) if slots is None else slots
         a = np.stack(
-            [self._rng(k, obs).uniform(self._low, self._high) for k in range(batch)]
+            [self._slot_rng(int(k), obs, i).uniform(self._low, self._high)
+             for i, k in enumerate(rows)]
         )
         return a.astype(np.float32)
 

@@ -73,6 +73,86 @@ def init_ray(address: str | None = None, num_cpus: int | None = None) -> None:
     ray.init(**kwargs)
 
 
+class RayPool:
+    """Long-lived Ray actors for one manifest; run batches of units on them.
+
+    Args:
+        manifest: The evaluation manifest (sent to each actor once).
+        num_workers: Number of actors (each requests one CPU).
+        address: Address of an existing cluster; None starts a local one.
+        num_gpus_per_worker: GPUs each actor requests (policies then run on ``cuda``).
+    """
+
+    def __init__(
+        self, manifest: EvalManifest, num_workers: int, *, address: str | None = None,
+        num_gpus_per_worker: float = 0.0,
+    ) -> None:
+        ray = _ray()
+        self._started_here = not ray.is_initialized()
+        init_ray(address, num_cpus=None if address else max(num_workers, os.cpu_count() or 1))
+        self._device = "cuda" if num_gpus_per_worker > 0 else "cpu"
+        self._actor_cls = ray.remote(num_cpus=1, num_gpus=num_gpus_per_worker)(_WorkerActor)
+        self.manifest = manifest
+        self._mdict = to_dict(manifest)
+        self.actors = [self._new_actor() for _ in range(max(1, num_workers))]
+
+    def _new_actor(self) -> Any:
+        return self._actor_cls.remote(self._mdict, self._device)
+
+    def wait_ready(self) -> None:
+        """Block until every actor has loaded its policy and envs."""
+        _ray().get([a.ping.remote() for a in self.actors])
+
+    def run(
+        self, units: Sequence[WorkUnit], on_unit: Callable[[WorkUnit, list[EpisodeResult]], None]
+    ) -> None:
+        """Run ``units``, one at a time per actor, calling ``on_unit`` in the driver as each ends.
+
+        An actor that dies is replaced and its unit retried once; a unit that
+        kills two actors is recorded as ``sim_unstable`` failures.
+        """
+        ray = _ray()
+        pending = list(units)[::-1]
+        attempts: dict[int, int] = {}
+        running: dict[Any, tuple[int, WorkUnit]] = {}
+
+        def submit(slot: int) -> None:
+            if pending:
+                unit = pending.pop()
+                running[self.actors[slot].run_unit.remote(to_dict(unit))] = (slot, unit)
+
+        for slot in range(len(self.actors)):
+            submit(slot)
+        while running:
+            done, _ = ray.wait(list(running), num_returns=1)
+            slot, unit = running.pop(done[0])
+            try:
+                rows = ray.get(done[0])
+            except ray.exceptions.RayActorError as e:
+                attempts[unit.unit_id] = attempts.get(unit.unit_id, 0) + 1
+                self.actors[slot] = self._new_actor()
+                if attempts[unit.unit_id] < 2:
+                    pending.append(unit)
+                else:
+                    on_unit(unit, _crashed(self.manifest, unit, e))
+                submit(slot)
+                continue
+            on_unit(unit, [EpisodeResult.from_dict(r) for r in rows])
+            submit(slot)
+
+    def close(self, shutdown: bool = True) -> None:
+        """Kill the actors; shut Ray down if this pool started it and ``shutdown``."""
+        ray = _ray()
+        for a in self.actors:
+            try:
+                ray.kill(a)
+            except Exception:  # noqa: BLE001 - best effort
+                pass
+        self.actors = []
+        if shutdown and self._started_here:
+            ray.shutdown()
+
+
 def run_units_ray(
     manifest: EvalManifest,
     units: Sequence[WorkUnit],
@@ -89,58 +169,21 @@ def run_units_ray(
         manifest: The evaluation manifest (sent to each actor once).
         units: Units still to run.
         on_unit: Called in the driver with each finished unit and its results.
-        num_workers: Number of actors (each requests one CPU).
+        num_workers: Number of actors (each requests one CPU); capped at ``len(units)``.
         address: Address of an existing cluster; None starts a local one.
         num_gpus_per_worker: GPUs each actor requests (policies then run on ``cuda``).
         shutdown: Shut Ray down at the end if this call started it.
     """
     if not units:
         return
-    ray = _ray()
-    started_here = not ray.is_initialized()
-    init_ray(address, num_cpus=None if address else max(num_workers, os.cpu_count() or 1))
-    device = "cuda" if num_gpus_per_worker > 0 else "cpu"
-    Actor = ray.remote(num_cpus=1, num_gpus=num_gpus_per_worker)(_WorkerActor)
-    mdict = to_dict(manifest)
-    n = max(1, min(num_workers, len(units)))
-    actors = [Actor.remote(mdict, device) for _ in range(n)]
-    pending = list(units)[::-1]
-    attempts: dict[int, int] = {}
-    running: dict[Any, tuple[Any, WorkUnit]] = {}
-
-    def submit(actor: Any) -> None:
-        if pending:
-            unit = pending.pop()
-            running[actor.run_unit.remote(to_dict(unit))] = (actor, unit)
-
+    pool = RayPool(
+        manifest, max(1, min(num_workers, len(units))), address=address,
+        num_gpus_per_worker=num_gpus_per_worker,
+    )
     try:
-        for a in actors:
-            submit(a)
-        while running:
-            done, _ = ray.wait(list(running), num_returns=1)
-            ref = done[0]
-            actor, unit = running.pop(ref)
-            try:
-                rows = ray.get(ref)
-            except ray.exceptions.RayActorError as e:
-                attempts[unit.unit_id] = attempts.get(unit.unit_id, 0) + 1
-                actor = Actor.remote(mdict, device)
-                if attempts[unit.unit_id] < 2:
-                    pending.append(unit)
-                else:
-                    on_unit(unit, _crashed(manifest, unit, e))
-                submit(actor)
-                continue
-            on_unit(unit, [EpisodeResult.from_dict(r) for r in rows])
-            submit(actor)
+        pool.run(units, on_unit)
     finally:
-        for a in actors:
-            try:
-                ray.kill(a)
-            except Exception:  # noqa: BLE001 - best effort
-                pass
-        if shutdown and started_here:
-            ray.shutdown()
+        pool.close(shutdown=shutdown)
 
 
 def _crashed(manifest: EvalManifest, unit: WorkUnit, e: BaseException) -> list[EpisodeResult]:

@@ -8,6 +8,7 @@ the backend (the batch a policy sees is a function of the unit only).
 
 from __future__ import annotations
 
+import inspect
 import json
 import time
 import traceback
@@ -75,6 +76,15 @@ class _Slot:
     wall_time_s: float = 0.0
 
 
+def accepts_slots(policy: Any) -> bool:
+    """True if ``policy.act`` takes a ``slots`` keyword (see the Policy protocol)."""
+    try:
+        params = inspect.signature(policy.act).parameters
+    except (TypeError, ValueError):
+        return False
+    return "slots" in params or any(p.kind is p.VAR_KEYWORD for p in params.values())
+
+
 class EpisodeWorker:
     """Loads the policy once and runs work units of a manifest.
 
@@ -99,6 +109,7 @@ class EpisodeWorker:
             manifest.env_id, manifest.obs_mode, manifest.vecnormalize, self._envs[0], device
         )
         self.policy = load_policy(manifest.policy, ctx)
+        self._takes_slots = accepts_slots(self.policy)
         self.frame_hook: Callable[[int, Any], None] | None = None
         self._attach()
 
@@ -159,27 +170,41 @@ class EpisodeWorker:
                 self._step(envs[k], slots[k], a, start)
         return [self._result(unit, s) for s in slots]
 
+    def _call(self, obs: Any, rows: list[int]) -> np.ndarray:
+        if self._takes_slots:
+            out = self.policy.act(obs, deterministic=True, slots=rows)  # type: ignore[call-arg]
+        else:
+            out = self.policy.act(obs, deterministic=True)
+        actions = np.asarray(out, dtype=np.float32)
+        if actions.ndim == 0 or actions.shape[0] != len(rows):
+            raise ValueError(f"policy returned {actions.shape} actions for a batch of {len(rows)}")
+        return actions
+
     def _act(self, slots: list[_Slot], live: list[int], start: float) -> np.ndarray:
-        """Actions for all slots; a raising or non-finite policy fails only the culprit episodes."""
-        obs = _stack([s.obs if s.obs is not None else slots[live[0]].obs for s in slots])
+        """Actions indexed by slot; a raising or non-finite policy fails only the culprit episodes.
+
+        A policy that accepts ``slots`` sees only the live rows; others see every
+        slot (finished ones repeat their last observation).
+        """
+        rows = live if self._takes_slots else list(range(len(slots)))
+        obs = _stack([slots[k].obs if slots[k].obs is not None else slots[live[0]].obs
+                      for k in rows])
+        actions: np.ndarray | None
         try:
-            actions = np.asarray(self.policy.act(obs, deterministic=True), dtype=np.float32)
-            if actions.shape[0] != len(slots):
-                raise ValueError(
-                    f"policy returned {actions.shape[0]} actions for a batch of {len(slots)}"
-                )
+            batch = self._call(obs, rows)
+            actions = np.zeros((len(slots), *batch.shape[1:]), np.float32)
+            actions[rows] = batch
         except Exception:  # noqa: BLE001 - find which episodes make the policy fail
             actions = None
         if actions is None:
-            rows: list[np.ndarray | None] = [None] * len(slots)
+            per: list[np.ndarray | None] = [None] * len(slots)
             for k in live:
-                one = _stack([slots[k].obs])
                 try:
-                    rows[k] = np.asarray(self.policy.act(one, deterministic=True), np.float32)[0]
+                    per[k] = self._call(_stack([slots[k].obs]), [k])[0]
                 except Exception as e:  # noqa: BLE001
                     self._finish(slots[k], start, cause="policy_error", error=_short_error(e))
-            shape = next((r.shape for r in rows if r is not None), (1,))
-            actions = np.stack([r if r is not None else np.zeros(shape, np.float32) for r in rows])
+            shape = next((r.shape for r in per if r is not None), (1,))
+            actions = np.stack([r if r is not None else np.zeros(shape, np.float32) for r in per])
         for k in live:
             if not slots[k].done and not np.all(np.isfinite(actions[k])):
                 self._finish(

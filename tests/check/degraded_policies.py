@@ -99,3 +99,64 @@ class WrongActionSpace:
 def wrong_action_space(ctx: Any) -> WrongActionSpace:
     """Factory of :class:`WrongActionSpace`."""
     return WrongActionSpace(ctx)
+
+
+class NoisyExpert:
+    """A built-in task's expert with Gaussian noise on its actions (a close but different policy).
+
+    Args:
+        ctx: The env's load context (the task is taken from ``ctx.env_id``).
+        std: Noise standard deviation per action component (actions are in [-1, 1]).
+        seed: Seed of the noise stream.
+    """
+
+    def __init__(self, ctx: Any, std: float = 0.3, seed: int = 0) -> None:
+        from robogen.policies import load_policy
+
+        self._inner = load_policy("expert:", ctx)
+        self.observation_space = self._inner.observation_space
+        self.action_space = self._inner.action_space
+        self.obs_mode = self._inner.obs_mode
+        self._std = std
+        self._rng = np.random.default_rng(seed)
+
+    def attach(self, scenes: Sequence[Any]) -> None:
+        self._inner.attach(scenes)
+
+    def reset(self, slots: Sequence[int]) -> None:
+        self._inner.reset(slots)
+
+    def act(self, obs: Any, *, deterministic: bool = True) -> np.ndarray:
+        a = np.asarray(self._inner.act(obs, deterministic=deterministic), np.float64)
+        a = a + self._std * self._rng.standard_normal(a.shape)
+        return np.clip(a, -1.0, 1.0).astype(np.float32)
+
+
+def noisy_expert(ctx: Any) -> NoisyExpert:
+    """Factory of :class:`NoisyExpert` with the default noise."""
+    return NoisyExpert(ctx)
+
+
+class NoisySB3Reacher(NoisyExpert):
+    """The shipped PPO Reacher-v5 checkpoint with Gaussian action noise (a close, different policy)."""
+
+    def __init__(self, ctx: Any, std: float = 0.05, seed: int = 0) -> None:
+        from pathlib import Path
+
+        from robogen.policies import load_policy
+
+        ckpt = Path(__file__).resolve().parents[2] / "robogen" / "assets" / "checkpoints"
+        self._inner = load_policy(f"sb3:{ckpt / 'ppo_reacher.zip'}", ctx)
+        self.observation_space = self._inner.observation_space
+        self.action_space = self._inner.action_space
+        self.obs_mode = self._inner.obs_mode
+        self._std = std
+        self._rng = np.random.default_rng(seed)
+
+    def attach(self, scenes: Sequence[Any]) -> None:
+        """Not privileged."""
+
+
+def noisy_ppo_reacher(ctx: Any) -> NoisySB3Reacher:
+    """Factory of :class:`NoisySB3Reacher` (give the VecNormalize statistics as usual)."""
+    return NoisySB3Reacher(ctx)

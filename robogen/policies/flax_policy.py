@@ -1,0 +1,101 @@
+"""Behaviour-cloning checkpoints as batched robogen policies (``flax:PATH``).
+
+``PATH`` is a checkpoint directory written by
+:func:`robogen.scaling.bc_io.save_bc` (or its ``bc.json``). The policy
+declares the observation and action spaces the model was trained on, so that
+:func:`robogen.policies.base.check_compatible` reports a mismatch before any
+rollout:
+
+* ``state``: ``Box(-inf, inf, (D,), float32)``;
+* ``pixels``: ``Box(0, 255, (H, W, 3), uint8)``;
+* ``state+pixels``: ``Dict(state=..., pixels=...)``;
+* actions: ``Box(action_low, action_high, (A,), float32)`` from the checkpoint.
+
+Acting is deterministic (the network's output; ``deterministic=False`` gives
+the same actions) and runs a jitted apply. JAX is imported only when a
+``flax:`` policy is loaded.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from robogen.errors import InvalidSpecError, SpaceMismatchError
+from robogen.policies.base import LoadContext, register_policy_scheme
+
+if TYPE_CHECKING:
+    from robogen.scaling.bc import BCModel
+
+FLAX_URI = "flax policy URI must be 'flax:PATH' with PATH a checkpoint directory, got {uri!r}"
+OBS_MODE_MISMATCH = (
+    "policy 'flax:{path}' was trained on {policy_mode!r} observations but env {env_id!r} gives "
+    "{env_mode!r}; evaluate it with --obs-mode {policy_mode}"
+)
+
+
+class FlaxBCPolicy:
+    """A loaded :class:`~robogen.scaling.bc.BCModel` acting on batches.
+
+    Attributes:
+        model: The behaviour-cloning model.
+        path: Checkpoint directory (None for an in-memory model).
+        observation_space: Space of one observation the model was trained on.
+        action_space: ``Box(action_low, action_high, (A,), float32)``.
+        obs_mode: ``state``, ``pixels`` or ``state+pixels``.
+    """
+
+    def __init__(self, model: BCModel, path: Path | None = None) -> None:
+        from gymnasium import spaces
+
+        self.model = model
+        self.path = path
+        self.obs_mode = model.obs_mode
+        parts = {}
+        if "state" in model.obs_shapes:
+            parts["state"] = spaces.Box(-np.inf, np.inf, model.obs_shapes["state"], np.float32)
+        if "pixels" in model.obs_shapes:
+            parts["pixels"] = spaces.Box(0, 255, model.obs_shapes["pixels"], np.uint8)
+        self.observation_space = spaces.Dict(parts) if len(parts) > 1 else next(
+            iter(parts.values()))
+        self.action_space = spaces.Box(model.action_low, model.action_high, (model.act_dim,),
+                                       np.float32)
+
+    def reset(self, slots: Sequence[int]) -> None:
+        """No per-episode state (feed-forward policy)."""
+
+    def act(self, obs: Any, *, deterministic: bool = True) -> np.ndarray:
+        """Actions for a batch.
+
+        Args:
+            obs: ``(B, D) float32``, ``(B, H, W, 3) uint8`` or a dict with both.
+            deterministic: Ignored; the policy is deterministic.
+
+        Returns:
+            ``(B, A) float32`` actions within the action space.
+        """
+        return self.model.predict(obs)
+
+
+@register_policy_scheme("flax")
+def load_flax(rest: str, ctx: LoadContext) -> FlaxBCPolicy:
+    """Load ``flax:PATH``.
+
+    Raises:
+        InvalidSpecError: If PATH is empty.
+        CheckpointError: If the checkpoint is missing, incomplete or corrupt.
+        SpaceMismatchError: If it was trained on another observation mode than the env's.
+    """
+    if not rest.strip():
+        raise InvalidSpecError(FLAX_URI.format(uri=f"flax:{rest}"))
+    from robogen.scaling.bc_io import load_bc
+
+    path = Path(rest).expanduser()
+    model = load_bc(path)
+    if ctx.obs_mode != model.obs_mode:
+        raise SpaceMismatchError(OBS_MODE_MISMATCH.format(
+            path=rest, policy_mode=model.obs_mode, env_id=ctx.env_id, env_mode=ctx.obs_mode))
+    return FlaxBCPolicy(model, path)

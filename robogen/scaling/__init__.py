@@ -1,0 +1,44 @@
+"""Factored scaling curves: behaviour cloning, curve fitting and a data-collection planner.
+
+Modules:
+    :mod:`~robogen.scaling.bc`: JAX/Flax behaviour cloning; many models trained at once
+    with ``vmap`` (:func:`train_bc_ensemble`). :mod:`~robogen.scaling.bc_io`: checkpoints
+    (:func:`save_bc`, :func:`load_bc`; loaded by the ``flax:PATH`` policy scheme).
+    :mod:`~robogen.scaling.curves`: fitting ``success(x) = 1 - a (x + n0)^b`` with bootstrap
+    bands, ``curves.json``. :mod:`~robogen.scaling.curves_plot`: the figure.
+    :mod:`~robogen.scaling.planner`: budget allocation across factors.
+
+JAX and matplotlib are imported only when a name that needs them is first used.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+_LAZY = {
+    "BCConfig": "bc", "BCModel": "bc", "bc_loss": "bc", "init_bc": "bc", "random_shift": "bc",
+    "train_bc_ensemble": "bc", "train_bc_sequential": "bc",
+    "load_bc": "bc_io", "save_bc": "bc_io",
+    "CurveFit": "curves", "CurvePoint": "curves", "CurvesFile": "curves",
+    "FactorCurve": "curves", "build_curve": "curves", "fit_curve": "curves",
+    "fit_curve_bootstrap": "curves", "load_curves": "curves", "predict": "curves",
+    "write_curves": "curves",
+    "curves_plot_png": "curves_plot",
+    "Allocation": "planner", "FactorAllocation": "planner", "plan_budget": "planner",
+}
+
+__all__ = sorted(_LAZY)
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'robogen.scaling' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"robogen.scaling.{module}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))
