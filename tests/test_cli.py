@@ -57,3 +57,34 @@ def test_list_shows_registries():
     assert res.exit_code == 0, res.output
     for name in ("robogen/PickPlace-v0", "gymnasium/Hopper-v5", "lighting", "object_pose", "sb3:"):
         assert name in res.output
+
+
+CKPT = "robogen/assets/checkpoints/ppo_reacher.zip"
+STATS = "robogen/assets/checkpoints/ppo_reacher_vecnormalize.pkl"
+
+
+def test_wrong_checkpoint_for_env_names_both_spaces(tmp_path):
+    out = tmp_path / "run"
+    res = _eval("--env", "gymnasium/Hopper-v5", "--policy", f"sb3:{CKPT}", "--vecnormalize", STATS,
+                "--out", str(out))
+    assert res.exit_code == 2, res.output
+    text = res.output.replace("\n", " ")
+    assert "observation space" in text and "(10,)" in text and "(11,)" in text
+    assert not out.exists()
+
+
+def test_missing_normalization_stats_is_an_error(tmp_path):
+    out = tmp_path / "run"
+    res = _eval("--env", "gymnasium/Reacher-v5", "--policy", f"sb3:{CKPT}", "--out", str(out))
+    assert res.exit_code == 2, res.output
+    assert "--vecnormalize" in res.output.replace("\n", " ")
+    assert not out.exists()
+
+
+def test_existing_run_dir_is_not_overwritten(tmp_path):
+    out = tmp_path / "run"
+    out.mkdir()
+    (out / "keep.txt").write_text("x")
+    res = _eval("--env", "robogen/Reach-v0", "--policy", "expert:reach", "--out", str(out))
+    assert res.exit_code == 2
+    assert (out / "keep.txt").read_text() == "x"

@@ -1,0 +1,52 @@
+"""A failing episode is recorded with its cause, never dropped or counted as a success."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from robogen.configs import load_eval_config
+from robogen.rollout.runner import evaluate
+from robogen.rollout.store import ResultStore
+
+FIXTURE = "tests/fixtures/faulty_policies.py"
+
+
+@pytest.mark.parametrize("factory", ["raising", "nan_actions"])
+def test_policy_errors_fail_only_their_episodes(tmp_path, factory):
+    cfg = load_eval_config(
+        None, env="robogen/Reach-v0", policy=f"python:{FIXTURE}:{factory}", axes=["physics"],
+        severities=[1.0], episodes=8, batch_size=4, backend="serial", videos=0, out=tmp_path / "r",
+    )
+    out = evaluate(cfg)
+    results = ResultStore.open(out.run_dir).load_results()
+    assert len(results) == 16  # nothing dropped
+    bad = [r for r in results if r.cause == "policy_error"]
+    good = [r for r in results if r.cause != "policy_error"]
+    assert bad and good  # the faulty half failed, the rest ran on in the same batch
+    assert not any(r.success for r in bad)
+    assert all(r.success for r in good)  # the Reach expert succeeds whenever it is not broken
+    needle = "policy bug in slot" if factory == "raising" else "non-finite action"
+    assert all(needle in r.error for r in bad)
+    report = json.loads((out.run_dir / "report.json").read_text())
+    nominal = next(c for c in report["conditions"] if c["condition"] == "nominal")
+    assert nominal["causes"]["policy_error"] == sum(
+        r.condition == "nominal" for r in bad
+    )
+    assert nominal["successes"] == sum(r.condition == "nominal" for r in good)
+
+
+def test_gl_backend_chosen_before_mujoco_import():
+    drop = ("MUJOCO_GL", "DISPLAY", "PYOPENGL_PLATFORM")
+    env = {k: v for k, v in os.environ.items() if k not in drop}
+    code = "import robogen, os, mujoco; print(os.environ['MUJOCO_GL'])"
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    assert out.stdout.strip() == "egl", out.stderr
+    env["MUJOCO_GL"] = "osmesa"
+    code = "import robogen, os; print(os.environ['MUJOCO_GL'])"
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    assert out.stdout.strip() == "osmesa"  # a user's choice is kept

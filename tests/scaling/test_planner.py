@@ -1,0 +1,154 @@
+"""Budget planner: sums to the budget, respects costs, favours steeper curves, rejects bad input."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+
+from robogen.errors import InvalidSpecError
+from robogen.scaling.curves import CurveFit, CurvesFile, FactorCurve
+from robogen.scaling.planner import METHODS, plan_budget
+
+# Same success at x = 0 (1 - 0.5 * 10^-0.2 = 0.6845); "texture" is the steeper curve.
+FLAT = CurveFit(0.5, -0.2, 10.0)
+STEEP = CurveFit(0.5 * 10 ** -0.2 / 10 ** -0.8, -0.8, 10.0)
+CURVES = {"lighting": FLAT, "texture": STEEP, "camera": CurveFit(0.6, -0.4, 5.0)}
+
+
+def test_same_start_different_slopes():
+    assert float(FLAT.success(0)) == pytest.approx(float(STEEP.success(0)))
+    assert float(STEEP.success(50)) > float(FLAT.success(50))
+
+
+@pytest.mark.parametrize("method", METHODS)
+@pytest.mark.parametrize("budget", [1, 37, 200])
+def test_unit_costs_spend_the_whole_budget(method, budget):
+    alloc = plan_budget(CURVES, budget, method=method)
+    assert sum(alloc.demos.values()) == budget
+    assert alloc.total_cost == budget
+    assert alloc.method == method
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_costs_are_respected_and_all_that_fits_is_used(method):
+    costs = {"texture": 2.5, "camera": 4}
+    alloc = plan_budget(CURVES, 101, method=method, costs=costs)
+    unit = {"lighting": 1.0, "texture": 2.5, "camera": 4.0}
+    spent = sum(unit[f] * n for f, n in alloc.demos.items())
+    assert spent == pytest.approx(alloc.total_cost)
+    assert alloc.total_cost <= 101
+    assert alloc.remaining < 1.0  # the cheapest curve costs 1: nothing else fits
+    assert {f.factor: f.unit_cost for f in alloc.factors} == unit
+
+
+@pytest.mark.parametrize("method", ["greedy", "fsc_topk"])
+def test_steeper_curve_gets_more(method):
+    alloc = plan_budget({"lighting": FLAT, "texture": STEEP}, 100, method=method)
+    assert alloc.demos["texture"] > alloc.demos["lighting"]
+
+
+def test_cost_shifts_demos_away():
+    cheap = plan_budget({"lighting": FLAT, "texture": STEEP}, 100).demos["texture"]
+    dear = plan_budget({"lighting": FLAT, "texture": STEEP}, 100,
+                       costs={"texture": 5}).demos["texture"]
+    assert dear < cheap
+
+
+def test_greedy_matches_brute_force_optimum():
+    fits = {"lighting": FLAT, "texture": STEEP, "camera": CURVES["camera"]}
+    budget, costs = 24, {"lighting": 1, "texture": 2, "camera": 3}
+    best = -1.0
+    for nl, nt in itertools.product(range(25), range(13)):
+        rest = budget - nl - 2 * nt
+        if rest < 0:
+            continue
+        nc = rest // 3
+        total = float(FLAT.success(nl) + STEEP.success(nt) + CURVES["camera"].success(nc))
+        best = max(best, total)
+    alloc = plan_budget(fits, budget, costs=costs)
+    assert alloc.mean_success * 3 == pytest.approx(best, abs=1e-12)
+
+
+def test_equal_split_and_worst_first():
+    eq = plan_budget(CURVES, 31, method="equal").demos
+    assert eq == {"lighting": 11, "texture": 10, "camera": 10}
+    # worst first: camera starts lowest (1 - 0.6 * 5^-0.4 = 0.685 < 0.6845? no: compare)
+    start = {n: float(f.success(0)) for n, f in CURVES.items()}
+    worst = min(start, key=start.get)
+    wf = plan_budget(CURVES, 1, method="worst_first").demos
+    assert wf[worst] == 1
+
+
+def test_fsc_topk_funds_only_k_curves():
+    alloc = plan_budget(CURVES, 100, method="fsc_topk", k=1)
+    funded = [f for f, n in alloc.demos.items() if n > 0]
+    assert funded == ["texture"]
+    assert alloc.k == 1
+    two = plan_budget(CURVES, 100, method="fsc_topk", k=2).demos
+    assert sum(1 for n in two.values() if n > 0) == 2 and two["texture"] > 0
+
+
+def test_lcb_avoids_the_uncertain_curve():
+    rng = np.random.default_rng(0)
+    certain = CurveFit(STEEP.a, STEEP.b, STEEP.n0, samples=np.tile([STEEP.a, STEEP.b, STEEP.n0],
+                                                                   (100, 1)))
+    spread = np.column_stack([np.full(100, STEEP.a), STEEP.b * rng.uniform(0.0, 2.0, 100),
+                              np.full(100, STEEP.n0)])
+    spread[:, 1] = np.minimum(spread[:, 1], -1e-3)
+    uncertain = CurveFit(STEEP.a, STEEP.b, STEEP.n0, samples=spread)
+    fits = {"lighting": uncertain, "texture": certain}
+    plain = plan_budget(fits, 60)
+    assert abs(plain.demos["lighting"] - plain.demos["texture"]) <= 1  # same mean curves
+    cautious = plan_budget(fits, 60, lcb=0.8)
+    assert cautious.demos["texture"] > cautious.demos["lighting"]
+    assert cautious.lcb == 0.8
+    band = cautious.factors[0]
+    assert band.low <= band.success <= band.high and band.high - band.low > 0.05
+
+
+def test_pair_curves_default_to_their_dearest_factor():
+    fits = {"lighting": FLAT, "texture": STEEP, "lighting+texture": CurveFit(0.4, -0.5, 8.0)}
+    alloc = plan_budget(fits, 50, costs={"texture": 3})
+    unit = {f.factor: f.unit_cost for f in alloc.factors}
+    assert unit == {"lighting": 1.0, "texture": 3.0, "lighting+texture": 3.0}
+    alloc = plan_budget(fits, 50, costs={"texture": 3, "lighting+texture": 2})
+    assert {f.factor: f.unit_cost for f in alloc.factors}["lighting+texture"] == 2.0
+
+
+def test_accepts_curves_file_and_renders_table():
+    cf = CurvesFile("robogen/Reach-v0", {n: FactorCurve(n, (), f) for n, f in CURVES.items()})
+    alloc = plan_budget(cf, 30)
+    table = alloc.table()
+    assert "| texture |" in table and "30 / 30" in table
+    assert alloc.to_dict()["factors"][0]["factor"] == "lighting"
+
+
+@pytest.mark.parametrize("budget", [0, -5, float("nan"), float("inf"), "10", True])
+def test_bad_budget_raises_naming_it(budget):
+    with pytest.raises(InvalidSpecError, match="budget must be > 0, got " + repr(budget)
+                       .replace("(", r"\(").replace(")", r"\)")):
+        plan_budget(CURVES, budget)
+
+
+def test_unknown_factor_in_costs_raises_with_suggestion():
+    with pytest.raises(InvalidSpecError, match=r"'textur'.*did you mean 'texture'"):
+        plan_budget(CURVES, 10, costs={"textur": 2})
+
+
+@pytest.mark.parametrize("cost", [0, -1, float("nan"), "2"])
+def test_non_positive_cost_raises(cost):
+    with pytest.raises(InvalidSpecError, match="cost of 'texture' must be a finite number > 0"):
+        plan_budget(CURVES, 10, costs={"texture": cost})
+
+
+def test_other_bad_arguments():
+    with pytest.raises(InvalidSpecError, match="planning method"):
+        plan_budget(CURVES, 10, method="random")
+    with pytest.raises(InvalidSpecError, match="k must be > 0"):
+        plan_budget(CURVES, 10, method="fsc_topk", k=0)
+    with pytest.raises(InvalidSpecError, match="needs bootstrap samples"):
+        plan_budget(CURVES, 10, lcb=0.9)
+    with pytest.raises(InvalidSpecError, match="no curves"):
+        plan_budget({}, 10)
