@@ -7,6 +7,7 @@ import xml.etree.ElementTree as ET
 
 import numpy as np
 import pytest
+from check_streams import CONDITIONS, stream_pair
 
 from robogen.check import (
     INCONCLUSIVE,
@@ -21,7 +22,6 @@ from robogen.check import (
 from robogen.check.outputs import render_junit, render_markdown
 from robogen.errors import InvalidSpecError
 from robogen.testing import assert_no_regression
-from check_streams import CONDITIONS, stream_pair
 
 ALPHA = 0.05
 N_STREAMS = 400

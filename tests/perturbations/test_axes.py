@@ -20,7 +20,8 @@ from robogen.perturbations.distractors import SHAPES, SPEC_PREFIX
 from robogen.types import SPLITS, AxisLevel
 
 ENV_IDS = (
-    "robogen/PickPlace-v0", "gymnasium/Hopper-v5", "gymnasium/Reacher-v5", "gymnasium/Pusher-v5",
+    "robogen/Reach-v0", "robogen/Push-v0", "robogen/PickPlace-v0", "gymnasium/Hopper-v5",
+    "gymnasium/Reacher-v5", "gymnasium/Pusher-v5",
     "gymnasium/HalfCheetah-v5", "gymnasium/Ant-v5", "gymnasium/Walker2d-v5",
 )
 AXIS_NAMES = AXES.names()
