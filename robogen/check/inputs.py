@@ -28,7 +28,7 @@ PROTOCOL_FIELDS = (
     "env_id", "obs_mode", "axes", "severities", "splits", "combined", "max_steps",
     "success_threshold", "env_kwargs", "conditions", "render",
 )
-"""Manifest fields that define what an episode is; they must agree between baseline and candidate."""
+"""Manifest fields that define what an episode is; baseline and candidate must agree on them."""
 
 PROTOCOL_MISMATCH = (
     "the baseline and candidate were evaluated under different protocols, so their success "
@@ -289,7 +289,7 @@ def check_protocols(baseline: RunData, candidate: RunData) -> None:
 
 
 def config_fields_from_manifest(manifest: EvalManifest) -> dict[str, Any]:
-    """:class:`~robogen.configs.EvalConfig` fields that reproduce ``manifest``'s protocol and seeds."""
+    """EvalConfig fields that reproduce ``manifest``'s protocol and seeds."""
     return {
         "env": manifest.env_id,
         "axes": list(manifest.axes),

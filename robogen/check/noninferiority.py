@@ -202,7 +202,7 @@ def _thresholds(stat, rows: NDArray[np.int64], top: NDArray[np.int64], z_obs: fl
 
 
 def _sup_over_nuisance(prob, t_lo: float, t_hi: float) -> float:
-    """``sup_t prob(t)`` on [t_lo, t_hi]: a grid, then a bounded refinement around the best point."""
+    """``sup_t prob(t)`` on [t_lo, t_hi]: a grid, then a bounded refinement near its best point."""
     if t_hi - t_lo < 1e-12:
         return float(prob(np.array([t_lo]))[0])
     grid = np.linspace(t_lo, t_hi, NUISANCE_GRID + 1)

@@ -153,6 +153,7 @@ class _EvalSide:
         self.cfg = cfg
         self.uri = uri
         self.worker: Any = None
+        self.pool: Any = None
         assert cfg.out is not None
         if Path(cfg.out).exists() and any(Path(cfg.out).iterdir()):
             ResultStore.create(Path(cfg.out), None)  # type: ignore[arg-type]  # raises RunDirError
@@ -164,7 +165,14 @@ class _EvalSide:
     def manifest(self) -> EvalManifest:
         return self.store.manifest
 
+    @property
+    def num_workers(self) -> int:
+        import os
+
+        return self.cfg.workers or (os.cpu_count() or 1)
+
     def run(self, units: Sequence[WorkUnit]) -> None:
+        """Run the units not stored yet (the policy stays loaded between looks)."""
         from robogen.rollout.worker import EpisodeWorker
 
         done = self.store.done_units()
@@ -177,15 +185,12 @@ class _EvalSide:
             for u in todo:
                 self.store.write_unit(u.unit_id, self.worker.run_unit(u))
         else:
-            import os
+            from robogen.rollout.ray_backend import RayPool
 
-            from robogen.rollout.ray_backend import run_units_ray
-
-            run_units_ray(
-                self.manifest, todo, lambda u, r: self.store.write_unit(u.unit_id, r),
-                num_workers=self.cfg.workers or (os.cpu_count() or 1), address=self.cfg.address,
-                num_gpus_per_worker=self.cfg.num_gpus_per_worker, shutdown=False,
-            )
+            if self.pool is None:
+                self.pool = RayPool(self.manifest, self.num_workers, address=self.cfg.address,
+                                    num_gpus_per_worker=self.cfg.num_gpus_per_worker)
+            self.pool.run(todo, lambda u, r: self.store.write_unit(u.unit_id, r))
 
     def data(self) -> RunData:
         info = RunInfo(self.uri, "evaluated", self.manifest.policy, str(self.store.run_dir),
@@ -199,6 +204,9 @@ class _EvalSide:
         if self.worker is not None:
             self.worker.close()
             self.worker = None
+        if self.pool is not None:
+            self.pool.close(shutdown=False)
+            self.pool = None
         if self.store.done_units():
             finish_report(self.store, videos=0)
         return self.store.run_dir
@@ -216,6 +224,13 @@ class _EvalSource:
         self._progress = progress
         self._budget = self.manifest.n_episodes * len(self.manifest.conditions)
         self._budget *= self.sides_evaluated
+        ray_sides = [s for s in (baseline, candidate)
+                     if isinstance(s, _EvalSide) and s.cfg.backend == "ray"]
+        if ray_sides and not candidate.cfg.address:
+            from robogen.rollout.ray_backend import init_ray
+
+            # one local cluster with room for every side's long-lived actors
+            init_ray(None, num_cpus=sum(s.num_workers for s in ray_sides))
 
     def advance(self, n: int, conditions: Sequence[str]) -> tuple[RunData, RunData]:
         from robogen.rollout.runner import plan_units

@@ -363,8 +363,10 @@ def build_spec(*, shadowsize: int = SHADOW_SIZE, offsamples: int = OFFSAMPLES) -
     spec.visual.quality.shadowsize = int(shadowsize)
     spec.visual.quality.offsamples = int(offsamples)
     spec.visual.global_.offwidth, spec.visual.global_.offheight = OFFSCREEN_SIZE
-    spec.visual.headlight.ambient = [0.25, 0.25, 0.25]
-    spec.visual.headlight.diffuse = [0.25, 0.25, 0.25]
+    # Nominal light adds up to about 1.0 on the table top (key 0.5 + fill 0.2 + headlight 0.1
+    # diffuse, 0.2 ambient), so brighter lighting draws show instead of saturating.
+    spec.visual.headlight.ambient = [0.2, 0.2, 0.2]
+    spec.visual.headlight.diffuse = [0.1, 0.1, 0.1]
     spec.visual.headlight.specular = [0.0, 0.0, 0.0]
     spec.stat.center = list(LOOK_AT)
     spec.stat.extent = 1.5
@@ -379,8 +381,8 @@ def build_spec(*, shadowsize: int = SHADOW_SIZE, offsamples: int = OFFSAMPLES) -
 
     world = spec.worldbody
     for name, pos, direction, diffuse in (
-        ("key_light", (0.8, -0.6, 2.2), (-0.35, 0.25, -1.0), 0.65),
-        ("fill_light", (-0.6, 0.8, 1.8), (0.3, -0.4, -1.0), 0.3),
+        ("key_light", (0.8, -0.6, 2.2), (-0.35, 0.25, -1.0), 0.5),
+        ("fill_light", (-0.6, 0.8, 1.8), (0.3, -0.4, -1.0), 0.2),
     ):
         light = world.add_light()
         light.name = name

@@ -138,7 +138,7 @@ def noisy_expert(ctx: Any) -> NoisyExpert:
 
 
 class NoisySB3Reacher(NoisyExpert):
-    """The shipped PPO Reacher-v5 checkpoint with Gaussian action noise (a close, different policy)."""
+    """The shipped PPO Reacher-v5 checkpoint plus Gaussian action noise (a close, other policy)."""
 
     def __init__(self, ctx: Any, std: float = 0.05, seed: int = 0) -> None:
         from pathlib import Path

@@ -29,7 +29,7 @@ def _multinomial_logpmf(n: int, b: np.ndarray, c: np.ndarray, q12: float, q21: f
 
 
 def _exact_size_paired(n: int, margin: float, alpha: float) -> float:
-    """Largest rejection probability on the null boundary, summed over the exact rejection region."""
+    """Largest probability of the exact rejection region on the null boundary."""
     pairs = [(b, c) for b in range(n + 1) for c in range(n + 1 - b)]
     region = np.array([(b, c) for b, c in pairs
                        if paired_noninferiority(b, c, n, margin).p_value <= alpha])

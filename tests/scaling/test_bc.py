@@ -1,0 +1,241 @@
+"""Behaviour cloning in JAX: vmapped ensemble == sequential, low loss, checkpoints, flax: loader."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from robogen.errors import CheckpointError, InvalidSpecError, SpaceMismatchError
+from robogen.scaling.bc import (
+    BCConfig,
+    bc_loss,
+    init_bc,
+    random_shift,
+    train_bc_ensemble,
+    train_bc_sequential,
+)
+from robogen.scaling.bc_io import load_bc, save_bc
+
+N, D, A = 1200, 10, 3
+SEEDS = [0, 1, 2]
+KW = dict(steps=400, batch_size=64, hidden=(64, 64))
+VMAP_TOL = 1e-4
+"""Max |action difference| between the vmapped and the sequential trainer (float reassociation;
+measured ~5e-7)."""
+
+
+@pytest.fixture(scope="module")
+def data():
+    rng = np.random.default_rng(0)
+    w = rng.normal(size=(D, A)) / np.sqrt(D)
+    obs = (rng.normal(size=(N, D)) * 2.0 + 3.0).astype(np.float32)  # un-normalized scale
+    actions = np.tanh(1.5 * ((obs - 3.0) / 2.0) @ w).astype(np.float32)
+    masks = np.zeros((len(SEEDS), N), bool)
+    for k, size in enumerate((300, 600, 1000)):
+        masks[k, rng.permutation(1000)[:size]] = True  # rows >= 1000 are held out
+    return obs, actions, masks
+
+
+@pytest.fixture(scope="module")
+def ensemble(data):
+    obs, actions, masks = data
+    return train_bc_ensemble(obs, actions, masks, seeds=SEEDS, **KW)
+
+
+@pytest.fixture(scope="module")
+def sequential(data):
+    obs, actions, masks = data
+    return train_bc_sequential(obs, actions, masks, seeds=SEEDS, **KW)
+
+
+def test_ensemble_reaches_low_loss(data, ensemble):
+    obs, actions, _ = data
+    assert [m.train_info["n_train"] for m in ensemble] == [300, 600, 1000]
+    for m in ensemble:
+        assert m.train_info["final_loss"] < 0.01
+        assert m.train_info["loss_curve"][0] > 10 * m.train_info["final_loss"]
+    held_out = [bc_loss(m, obs[1000:], actions[1000:]) for m in ensemble]
+    assert max(held_out) < 0.03
+    assert held_out[2] < held_out[0]  # more data, better generalization
+
+
+def test_vmapped_equals_sequential(data, ensemble, sequential):
+    obs = data[0]
+    for e, s in zip(ensemble, sequential, strict=True):
+        np.testing.assert_allclose(e.predict(obs), s.predict(obs), atol=VMAP_TOL)
+        np.testing.assert_allclose(e.train_info["loss_curve"], s.train_info["loss_curve"],
+                                   rtol=1e-3)
+        np.testing.assert_array_equal(e.obs_mean, s.obs_mean)
+
+
+def test_models_differ_by_subset_and_seed(data, ensemble):
+    obs = data[0][:50]
+    assert np.abs(ensemble[0].predict(obs) - ensemble[1].predict(obs)).max() > 1e-3
+    np.testing.assert_allclose(ensemble[0].obs_mean, data[0][data[2][0]].mean(0), rtol=1e-5)
+
+
+def test_index_subsets_equal_mask_subsets(data, ensemble):
+    obs, actions, masks = data
+    idx = [np.flatnonzero(m) for m in masks[:1]]
+    again = train_bc_ensemble(obs, actions, idx, seeds=SEEDS[:1], **KW)[0]
+    np.testing.assert_allclose(again.predict(obs[:100]), ensemble[0].predict(obs[:100]),
+                               atol=VMAP_TOL)
+
+
+def test_action_bounds_are_rescaled(data):
+    obs, actions, masks = data
+    low, high = np.array([0.0, -2.0, 1.0]), np.array([2.0, 2.0, 1.5])
+    env_actions = low + (actions + 1.0) * 0.5 * (high - low)
+    m = train_bc_ensemble(obs, env_actions, masks[2:], seeds=[0], action_low=low,
+                          action_high=high, **KW)[0]
+    pred = m.predict(obs[1000:])
+    assert np.all(pred >= low) and np.all(pred <= high)
+    assert np.abs(pred - env_actions[1000:]).mean() < 0.1 * np.mean(high - low)
+
+
+def test_checkpoint_round_trip_gives_identical_actions(tmp_path, data, ensemble):
+    obs = data[0][:64]
+    path = save_bc(ensemble[1], tmp_path / "bc")
+    loaded = load_bc(path)
+    np.testing.assert_array_equal(loaded.predict(obs), ensemble[1].predict(obs))
+    assert loaded.config == ensemble[1].config
+    assert loaded.train_info["seed"] == 1
+    np.testing.assert_array_equal(load_bc(path / "bc.json").predict(obs), loaded.predict(obs))
+
+
+def test_checkpoint_errors(tmp_path, ensemble):
+    with pytest.raises(CheckpointError, match="does not exist"):
+        load_bc(tmp_path / "missing")
+    path = save_bc(ensemble[0], tmp_path / "bc")
+    meta = json.loads((path / "bc.json").read_text())
+    (path / "bc.json").write_text(json.dumps({**meta, "config": {**meta["config"],
+                                                                  "hidden": [32]}}))
+    with pytest.raises(CheckpointError, match="parameter shapes"):
+        load_bc(path)
+    (path / "bc.json").write_text(json.dumps({**meta, "version": 7}))
+    with pytest.raises(CheckpointError, match="schema version 7"):
+        load_bc(path)
+    (path / "params.msgpack").write_bytes(b"garbage")
+    (path / "bc.json").write_text(json.dumps(meta))
+    with pytest.raises(CheckpointError, match="cannot be read"):
+        load_bc(path)
+    (path / "bc.json").unlink()
+    with pytest.raises(CheckpointError, match="interrupted save"):
+        load_bc(path)
+
+
+def test_bad_training_inputs(data):
+    obs, actions, masks = data
+    with pytest.raises(InvalidSpecError, match="empty"):
+        train_bc_ensemble(obs, actions, np.zeros((2, N), bool), seeds=[0, 1], **KW)
+    with pytest.raises(InvalidSpecError, match="seeds must be 3"):
+        train_bc_ensemble(obs, actions, masks, seeds=[0, 1], **KW)
+    with pytest.raises(InvalidSpecError, match="actions"):
+        train_bc_ensemble(obs, actions[:10], masks, seeds=SEEDS, **KW)
+    with pytest.raises(InvalidSpecError, match="indices"):
+        train_bc_ensemble(obs, actions, [np.array([0, N])], seeds=[0], **KW)
+    with pytest.raises(InvalidSpecError, match="arch 'mlp' cannot read 'pixels'"):
+        train_bc_ensemble(np.zeros((4, 8, 8, 3), np.uint8), actions[:4], [np.arange(4)],
+                          seeds=[0], arch="mlp")
+    with pytest.raises(InvalidSpecError, match="unknown BC option"):
+        train_bc_ensemble(obs, actions, masks, seeds=SEEDS, hiden=(3,))
+    with pytest.raises(InvalidSpecError, match="lr"):
+        BCConfig(lr=0.0)
+
+
+def test_random_shift_crops_the_edge_padded_image():
+    import jax
+
+    rng = np.random.default_rng(0)
+    imgs = rng.integers(0, 255, (6, 12, 10, 3), dtype=np.uint8)
+    key = jax.random.PRNGKey(0)
+    np.testing.assert_array_equal(np.asarray(random_shift(key, imgs, 0)), imgs)
+    out = np.asarray(random_shift(key, imgs, 4))
+    assert out.shape == imgs.shape and out.dtype == np.uint8
+    padded = np.pad(imgs, ((0, 0), (4, 4), (4, 4), (0, 0)), mode="edge")
+    shifted = 0
+    for i in range(len(imgs)):
+        crops = [(dy, dx) for dy in range(9) for dx in range(9)
+                 if np.array_equal(padded[i, dy:dy + 12, dx:dx + 10], out[i])]
+        assert crops, f"image {i} is not a crop of its padded image"
+        shifted += (4, 4) not in crops
+    assert shifted >= 4  # offsets are random, not all centred
+
+
+def test_pixel_model_predicts_in_bounds():
+    m = init_bc({"pixels": (84, 84, 3)}, 6, seed=0)
+    assert m.config.arch == "cnn" and m.obs_mode == "pixels"
+    pix = np.random.default_rng(0).integers(0, 255, (5, 84, 84, 3), dtype=np.uint8)
+    a = m.predict(pix)
+    assert a.shape == (5, 6) and a.dtype == np.float32
+    assert np.all(np.abs(a) <= 1.0)
+    assert np.abs(a[0] - a[1]).max() > 0  # depends on the image
+
+
+@pytest.fixture(scope="module")
+def reach_ctx():
+    import robogen.envs as envs
+    from robogen.policies.base import LoadContext
+
+    env = envs.make("robogen/Reach-v0", obs_mode="state")
+    obs = np.stack([env.reset(seed=s)[0] for s in range(4)])
+    ctx = LoadContext("robogen/Reach-v0", env.observation_space, env.action_space, "state")
+    env.close()
+    return ctx, obs
+
+
+def test_flax_loader_acts_on_reach(tmp_path, reach_ctx):
+    import robogen.policies.flax_policy  # noqa: F401  (registers "flax")
+    from robogen.policies import load_policy
+
+    ctx, obs = reach_ctx
+    model = init_bc({"state": ctx.observation_space.shape}, ctx.action_space.shape[0], seed=3)
+    path = save_bc(model, tmp_path / "reach_bc")
+    policy = load_policy(f"flax:{path}", ctx)
+    policy.reset([0, 1, 2, 3])
+    act = policy.act(obs, deterministic=True)
+    assert act.shape == (4, ctx.action_space.shape[0]) and act.dtype == np.float32
+    assert all(ctx.action_space.contains(a) for a in act)
+    np.testing.assert_array_equal(act, model.predict(obs))
+    np.testing.assert_array_equal(policy.act(obs[:1]), act[:1])
+
+
+def test_flax_loader_reports_mismatches(tmp_path, reach_ctx):
+    import robogen.policies.flax_policy  # noqa: F401
+    from robogen.policies import load_policy
+
+    ctx, _ = reach_ctx
+    small = save_bc(init_bc({"state": (7,)}, ctx.action_space.shape[0]), tmp_path / "small")
+    with pytest.raises(SpaceMismatchError, match="observation space"):
+        load_policy(f"flax:{small}", ctx)
+    pix = save_bc(init_bc({"pixels": (84, 84, 3)}, ctx.action_space.shape[0]), tmp_path / "pix")
+    with pytest.raises(SpaceMismatchError, match="--obs-mode pixels"):
+        load_policy(f"flax:{pix}", ctx)
+    with pytest.raises(CheckpointError):
+        load_policy(f"flax:{tmp_path / 'nothing'}", ctx)
+    with pytest.raises(InvalidSpecError):
+        load_policy("flax:", ctx)
+
+
+@pytest.mark.slow
+def test_cnn_ensemble_with_state_and_augmentation_learns():
+    rng = np.random.default_rng(0)
+    n = 256
+    pix = np.zeros((n, 24, 24, 3), np.uint8)
+    pos = rng.integers(4, 20, size=n)
+    for i, p in enumerate(pos):
+        pix[i, :, p - 2:p + 2] = 255  # a bright vertical bar; action = its column
+    state = rng.normal(size=(n, 2)).astype(np.float32)
+    actions = np.column_stack([(pos - 12) / 8.0, np.tanh(state[:, 0])]).astype(np.float32)
+    cfg = BCConfig(arch="cnn", conv_channels=(8, 8), conv_kernels=(3, 3), conv_strides=(2, 1),
+                   feature_dim=32, hidden=(64,), steps=300, batch_size=32, augment=True,
+                   shift_pad=1)
+    models = train_bc_ensemble({"state": state, "pixels": pix}, actions, np.ones((2, n), bool),
+                               seeds=[0, 1], config=cfg)
+    for m in models:
+        assert m.obs_mode == "state+pixels"
+        assert m.train_info["final_loss"] < 0.5 * m.train_info["loss_curve"][0]
+    a = models[0].predict({"state": state[:8], "pixels": pix[:8]})
+    assert a.shape == (8, 2) and a.dtype == np.float32
