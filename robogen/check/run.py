@@ -53,8 +53,8 @@ EXECUTION_FIELDS = ("backend", "workers", "address", "num_gpus_per_worker")
 _IGNORED_SPEC_FIELDS = ("policy", "vecnormalize", "out", "videos", "batch_size")
 
 SPEC_CONFLICT = (
-    "--spec {spec!r} disagrees with the manifest of {side} {source!r} on {fields}; the saved "
-    "run defines the protocol: remove these fields from the spec or re-evaluate the baseline"
+    "{what} disagree(s) with the manifest of the {side} {source!r} on {fields}; the saved "
+    "run defines the protocol: drop these fields/flags or re-evaluate the baseline"
 )
 NEEDS_ENV = (
     "the baseline {baseline!r} is a policy, so the check must evaluate it: give --spec "
@@ -329,12 +329,14 @@ def run_check(
     base_data = load_saved(baseline, "baseline") if base_saved else None
     cand_data = load_saved(candidate, "candidate") if cand_saved else None
     protocol = (base_data or cand_data).manifest if (base_data or cand_data) else None
-    if protocol is not None and spec_data:
+    flags = {k: v for k, v in (("env", env), ("episodes", episodes), ("seed", seed))
+             if v is not None}
+    if protocol is not None and (spec_data or flags):
         side, src = ("baseline", baseline) if base_data else ("candidate", candidate)
-        conflicts = _spec_conflicts(spec_data, protocol)
+        conflicts = _spec_conflicts({**spec_data, **flags}, protocol)
         if conflicts:
-            raise InvalidSpecError(SPEC_CONFLICT.format(spec=str(spec), side=side,
-                                                        source=str(src),
+            what = f"--spec {str(spec)!r}" if spec is not None else "the flags"
+            raise InvalidSpecError(SPEC_CONFLICT.format(what=what, side=side, source=str(src),
                                                         fields="; ".join(conflicts)))
     if base_data is not None and cand_data is not None:
         check_protocols(base_data, cand_data)

@@ -264,3 +264,17 @@ def _temp_path(path: Path) -> Path:
     )
     os.close(fd)
     return Path(tmp)
+
+
+def encode_png(image: NDArray[np.uint8]) -> bytes:
+    """PNG bytes of an ``(H, W, 3) uint8`` image (lossless; demonstrations store images so)."""
+    import imageio.v3 as iio
+
+    return bytes(iio.imwrite("<bytes>", np.asarray(image, dtype=np.uint8), extension=".png"))
+
+
+def decode_png(data: bytes) -> NDArray[np.uint8]:
+    """Inverse of :func:`encode_png`: ``(H, W, 3) uint8``."""
+    import imageio.v3 as iio
+
+    return np.asarray(iio.imread(data, extension=".png"), dtype=np.uint8)[..., :3]

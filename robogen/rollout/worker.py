@@ -111,6 +111,10 @@ class EpisodeWorker:
         self.policy = load_policy(manifest.policy, ctx)
         self._takes_slots = accepts_slots(self.policy)
         self.frame_hook: Callable[[int, Any], None] | None = None
+        """Called as ``frame_hook(episode_index, env)`` after every step (videos)."""
+        self.transition_hook: Callable[[int, Any, np.ndarray, float], None] | None = None
+        """Called as ``transition_hook(episode_index, obs, action, reward)`` for every step
+        taken (``obs`` is the observation the action was chosen from; demonstrations)."""
         self._attach()
 
     def _attach(self) -> None:
@@ -220,6 +224,8 @@ class EpisodeWorker:
             self._finish(slot, start, cause="sim_unstable", error=_short_error(e))
             return
         slot.steps += 1
+        if self.transition_hook is not None:
+            self.transition_hook(slot.episode_index, slot.obs, action, float(reward))
         if self.frame_hook is not None:
             self.frame_hook(slot.episode_index, env)
         reward = float(reward)

@@ -78,18 +78,18 @@ def test_models_differ_by_subset_and_seed(data, ensemble):
 
 def test_index_subsets_equal_mask_subsets(data, ensemble):
     obs, actions, masks = data
-    idx = [np.flatnonzero(m) for m in masks[:1]]
-    again = train_bc_ensemble(obs, actions, idx, seeds=SEEDS[:1], **KW)[0]
-    np.testing.assert_allclose(again.predict(obs[:100]), ensemble[0].predict(obs[:100]),
-                               atol=VMAP_TOL)
+    idx = [np.flatnonzero(m) for m in masks]
+    again = train_bc_ensemble(obs, actions, idx, seeds=SEEDS, **KW)
+    for a, e in zip(again, ensemble, strict=True):
+        np.testing.assert_array_equal(a.predict(obs[:100]), e.predict(obs[:100]))
 
 
 def test_action_bounds_are_rescaled(data):
     obs, actions, masks = data
     low, high = np.array([0.0, -2.0, 1.0]), np.array([2.0, 2.0, 1.5])
     env_actions = low + (actions + 1.0) * 0.5 * (high - low)
-    m = train_bc_ensemble(obs, env_actions, masks[2:], seeds=[0], action_low=low,
-                          action_high=high, **KW)[0]
+    m = train_bc_ensemble(obs, env_actions, masks, seeds=SEEDS, action_low=low,
+                          action_high=high, **KW)[2]  # same shapes as `ensemble`: no recompile
     pred = m.predict(obs[1000:])
     assert np.all(pred >= low) and np.all(pred <= high)
     assert np.abs(pred - env_actions[1000:]).mean() < 0.1 * np.mean(high - low)
@@ -199,7 +199,7 @@ def test_flax_loader_acts_on_reach(tmp_path, reach_ctx):
     assert act.shape == (4, ctx.action_space.shape[0]) and act.dtype == np.float32
     assert all(ctx.action_space.contains(a) for a in act)
     np.testing.assert_array_equal(act, model.predict(obs))
-    np.testing.assert_array_equal(policy.act(obs[:1]), act[:1])
+    np.testing.assert_allclose(policy.act(obs[:1]), act[:1], atol=1e-6)  # other batch shape
 
 
 def test_flax_loader_reports_mismatches(tmp_path, reach_ctx):
@@ -219,7 +219,6 @@ def test_flax_loader_reports_mismatches(tmp_path, reach_ctx):
         load_policy("flax:", ctx)
 
 
-@pytest.mark.slow
 def test_cnn_ensemble_with_state_and_augmentation_learns():
     rng = np.random.default_rng(0)
     n = 256
