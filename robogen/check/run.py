@@ -14,6 +14,7 @@ Run directories of evaluated sides go to ``OUT/baseline`` and
 
 from __future__ import annotations
 
+import contextlib
 import time
 import tomllib
 from collections.abc import Callable, Sequence
@@ -315,6 +316,11 @@ def run_check(
     spec_data = _read_spec(spec)
     execution = _execution(spec_data, {"backend": backend, "workers": workers,
                                        "address": address})
+    if sequential:  # validate before anything runs
+        from robogen.check.sequential import look_schedule, spent_alpha
+
+        look_schedule(1, looks)
+        spent_alpha(spending, 1.0, alpha)
     base_saved, cand_saved = is_saved(baseline), is_saved(candidate)
     if sequential and base_saved and cand_saved:
         raise InvalidSpecError(
@@ -404,14 +410,20 @@ def _sequential(
         cand_cfg = _config_from_manifest(protocol, str(candidate), candidate_vecnormalize,
                                          out_dir / "candidate", execution)
         sides["candidate_run"] = _EvalSide(cand_cfg, str(candidate))
-        base_src: RunData | _EvalSide = base_data if base_data is not None else sides[
-            "baseline_run"]
+        base_src: RunData | _EvalSide = (
+            base_data if base_data is not None else sides["baseline_run"]
+        )
         source = _EvalSource(base_src, sides["candidate_run"], progress)
         result = sequential_check(source, **kw)
+    except BaseException:
+        for side in sides.values():  # keep what ran; never mask the original error
+            with contextlib.suppress(Exception):
+                side.finish()
+        raise
     finally:
-        for name, side in sides.items():
-            files[name] = side.finish()
         _shutdown_ray_if_started(execution)
+    for name, side in sides.items():
+        files[name] = side.finish()
     return result, files
 
 

@@ -235,6 +235,6 @@ def test_cnn_ensemble_with_state_and_augmentation_learns():
                                seeds=[0, 1], config=cfg)
     for m in models:
         assert m.obs_mode == "state+pixels"
-        assert m.train_info["final_loss"] < 0.5 * m.train_info["loss_curve"][0]
+        assert m.train_info["final_loss"] < 0.1 * m.train_info["loss_curve"][0]
     a = models[0].predict({"state": state[:8], "pixels": pix[:8]})
     assert a.shape == (8, 2) and a.dtype == np.float32

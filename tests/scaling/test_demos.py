@@ -1,0 +1,71 @@
+"""Demonstration collection: readable with pandas/pyarrow, resumable, append-safe."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pyarrow as pa
+import pytest
+
+from robogen.errors import InvalidSpecError, RunDirError, UnknownNameError
+from robogen.scaling.demos import DemoStore, collect, demo_episode_index
+
+
+def test_collect_reach_and_read_back(tmp_path):
+    store = collect("robogen/Reach-v0", ["none", "texture"], 6, tmp_path / "d", batch_size=4)
+    eps = store.episodes()
+    assert list(eps.groupby("factor").size()) == [6, 6]
+    assert eps["success"].all()  # the Reach expert succeeds in every demonstration
+    # factors start from different initial states
+    assert set(eps[eps.factor == "none"].seed).isdisjoint(eps[eps.factor == "texture"].seed)
+    chunk = next(iter(store.chunks().values()))
+    df = pd.read_feather(chunk)
+    assert {"state", "pixels_png", "action", "reward", "episode_success"} <= set(df.columns)
+    mm = pa.ipc.open_file(pa.memory_map(str(chunk))).read_all()  # memory-mappable
+    assert mm.num_rows == len(df)
+    arrays = store.load({"none": 2, "texture": 3}, pixels=True)
+    n = int(eps[eps.factor == "none"].length.iloc[:2].sum() + eps[eps.factor == "texture"].length.iloc[:3].sum())
+    assert arrays["state"].shape == (n, 30) and arrays["action"].shape == (n, 6)
+    assert arrays["pixels"].shape == (n, 84, 84, 3) and arrays["pixels"].dtype.name == "uint8"
+    assert arrays["pixels"].std() > 5  # real images, not blank
+    # textures on the varied factor change the images of the same step index
+    assert demo_episode_index("texture", 0) != demo_episode_index("none", 0)
+
+
+def test_appending_keeps_existing_chunks_and_resumes(tmp_path):
+    out = tmp_path / "d"
+    store = collect("robogen/Reach-v0", ["lighting"], 4, out, batch_size=2)
+    before = {k: p.read_bytes() for k, p in store.chunks().items()}
+    store.chunks()[("lighting", 2)].unlink()  # as if killed before the second chunk landed
+    store = collect("robogen/Reach-v0", ["lighting"], 6, out, batch_size=2)
+    after = store.chunks()
+    assert sorted(after) == [("lighting", 0), ("lighting", 2), ("lighting", 4)]
+    assert after[("lighting", 0)].read_bytes() == before[("lighting", 0)]
+    assert after[("lighting", 2)].read_bytes() == before[("lighting", 2)]  # redone identically
+    assert len(store.episodes()) == 6
+    assert not list(out.glob(".*tmp"))
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "needle"),
+    [
+        ({"factors": ["lightning"]}, UnknownNameError, "lightning"),
+        ({"n": 0}, InvalidSpecError, "--n must be a positive"),
+        ({"env_id": "gymnasium/Hopper-v5"}, UnknownNameError, "scripted expert"),
+        ({"severity": 1.5}, InvalidSpecError, "severity"),
+    ],
+    ids=["unknown-factor", "n-0", "no-expert", "severity"],
+)
+def test_collect_bad_input(tmp_path, kwargs, error, needle):
+    args = {"env_id": "robogen/Reach-v0", "factors": ["none"], "n": 2, "out": tmp_path / "d"}
+    args.update(kwargs)
+    with pytest.raises(error, match=needle):
+        collect(**args)
+    assert not (tmp_path / "d").exists()
+
+
+def test_other_settings_in_same_dir_is_an_error(tmp_path):
+    collect("robogen/Reach-v0", ["none"], 2, tmp_path / "d", batch_size=2)
+    with pytest.raises(InvalidSpecError, match="seed: 0 != 1"):
+        collect("robogen/Reach-v0", ["none"], 2, tmp_path / "d", batch_size=2, seed=1)
+    with pytest.raises(RunDirError, match="not a demonstrations directory"):
+        DemoStore.open(tmp_path)
