@@ -89,7 +89,7 @@ def check_command(
     try:
         from robogen.check.run import run_check
 
-        with _progress(console) as bar:
+        with _Progress(console) as bar:
             outcome = run_check(
                 baseline, candidate, spec=spec, env=env, episodes=episodes, seed=seed,
                 margin=margin, alpha=alpha, sequential=sequential, looks=looks,
@@ -116,7 +116,7 @@ def check_command(
     raise typer.Exit(outcome.result.exit_code)
 
 
-class _progress:  # noqa: N801 - used as a context manager like rich's
+class _Progress:
     """Episodes done / total with ETA while a side is evaluated (silent for saved runs)."""
 
     def __init__(self, console: object) -> None:
@@ -124,7 +124,7 @@ class _progress:  # noqa: N801 - used as a context manager like rich's
         self._p = None
         self._task = None
 
-    def __enter__(self) -> _progress:
+    def __enter__(self) -> _Progress:
         return self
 
     def __exit__(self, *exc: object) -> None:

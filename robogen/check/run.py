@@ -400,6 +400,7 @@ def _sequential(
         )
     sides: dict[str, _EvalSide] = {}
     files: dict[str, Path] = {}
+    ray_was_up = _ray_is_up()
     try:
         if base_data is None:
             assert base_cfg is not None
@@ -419,21 +420,29 @@ def _sequential(
         for side in sides.values():  # keep what ran; never mask the original error
             with contextlib.suppress(Exception):
                 side.finish()
+        _shutdown_ray_if_started(ray_was_up)
         raise
+    try:
+        for name, side in sides.items():
+            files[name] = side.finish()
     finally:
-        _shutdown_ray_if_started(execution)
-    for name, side in sides.items():
-        files[name] = side.finish()
+        _shutdown_ray_if_started(ray_was_up)
     return result, files
 
 
-def _shutdown_ray_if_started(execution: dict[str, Any]) -> None:
-    if execution.get("backend", "ray") != "ray":
-        return
+def _ray_is_up() -> bool:
     import sys
 
-    if "ray" in sys.modules:
+    if "ray" not in sys.modules:
+        return False
+    import ray
+
+    return bool(ray.is_initialized())
+
+
+def _shutdown_ray_if_started(was_up: bool) -> None:
+    """Shut down the local Ray cluster if this check started it."""
+    if not was_up and _ray_is_up():
         import ray
 
-        if ray.is_initialized() and not execution.get("address"):
-            ray.shutdown()
+        ray.shutdown()

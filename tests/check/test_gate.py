@@ -172,3 +172,17 @@ def test_assert_no_regression_raises_with_the_table() -> None:
     with pytest.raises(AssertionError, match="inconclusive"):
         assert_no_regression({"nominal": np.ones(5, bool)}, {"nominal": np.ones(5, bool)},
                              fail_on_inconclusive=True)
+
+
+def test_one_look_is_the_fixed_size_check_and_bad_spending_is_named() -> None:
+    rng = np.random.default_rng(9)
+    p_b = dict.fromkeys(CONDITIONS, 0.85)
+    base, cand = stream_pair(rng, 60, p_b, {**p_b, "nominal": 0.6})
+    fixed = compare(base, cand)
+    one = sequential_check(StaticSource(base, cand), looks=1)
+    assert [c.verdict for c in one.conditions] == [c.verdict for c in fixed.conditions]
+    assert [c.p_regression_adj for c in one.conditions] == \
+        [c.p_regression_adj for c in fixed.conditions]
+    assert one.sequential.episodes_saved == 0
+    with pytest.raises(LookupError, match="did you mean 'pocock'"):
+        sequential_check(StaticSource(base, cand), spending="pocok")
