@@ -7,7 +7,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.robogen-installed
 export MUJOCO_GL ?= egl
-DEMO_EPISODES ?= 60
+DEMO_EPISODES ?= 80
 DEMO_OUT ?= runs/demo
 
 .PHONY: setup demo test check-slow bench preview lint clean

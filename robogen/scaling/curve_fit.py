@@ -324,18 +324,21 @@ def _fit(x: NDArray[np.float64], k: NDArray[np.float64], n: NDArray[np.float64],
         la, bb, _ = _grid_log_ls(x, k, n, np.array([t]), b_bounds)
         return np.array([float(la[0]), float(bb[0]), float(t)])
     cands = np.stack([log_a, b, grid], axis=1)
-    order = np.argsort(_nll_many(cands, x, k, n))
-    # a refit from a known solution (bootstrap) needs fewer starts
-    starts = [cands[i] for i in order[: 1 if start is not None else 3]]
-    if start is not None:
-        starts.append(np.asarray(start, np.float64))
+    nll = _nll_many(cands, x, k, n)
+    order = np.argsort(nll)
+    starts = [cands[i] for i in order[:3]]
+    ftol, gtol = 1e-15, 1e-10
+    if start is not None:  # a bootstrap refit: one start, the better of grid and warm start
+        warm = np.asarray(start, np.float64)
+        starts = [warm if _nll(warm, x, k, n)[0] <= nll[order[0]] else cands[order[0]]]
+        ftol, gtol = 1e-10, 1e-8
     bounds = [_LOG_A_BOUNDS, b_bounds, (lo, hi)]
     best, best_val = starts[0], math.inf
     for s0 in starts:
         s0 = np.clip(s0, [bd[0] for bd in bounds], [bd[1] for bd in bounds])
         res = optimize.minimize(_nll, s0, args=(x, k, n), jac=True, method="L-BFGS-B",
                                 bounds=bounds,
-                                options={"ftol": 1e-15, "gtol": 1e-10, "maxiter": 2000})
+                                options={"ftol": ftol, "gtol": gtol, "maxiter": 2000})
         if res.fun < best_val:
             best, best_val = np.asarray(res.x, np.float64), float(res.fun)
     return best
