@@ -26,6 +26,8 @@ _LAZY = {
     "write_curves": "curves",
     "curves_plot_png": "curves_plot",
     "Allocation": "planner", "FactorAllocation": "planner", "plan_budget": "planner",
+    "Collection": "demos", "DemoStore": "demos", "collect": "demos",
+    "demo_episode_index": "demos", "factor_condition": "demos",
 }
 
 __all__ = sorted(_LAZY)
