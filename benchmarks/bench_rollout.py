@@ -30,18 +30,40 @@ from robogen.rollout.runner import plan_units, prepare  # noqa: E402
 from robogen.rollout.worker import EpisodeWorker, policy_context  # noqa: E402
 
 
-def _manifest(env: str, policy: str, episodes: int, obs_mode: str = "state", batch: int = 8,
-              axes: list[str] | None = None, vecnormalize: str | None = None):
+def _manifest(
+    env: str,
+    policy: str,
+    episodes: int,
+    obs_mode: str = "state",
+    batch: int = 8,
+    axes: list[str] | None = None,
+    vecnormalize: str | None = None,
+):
     cfg = load_eval_config(
-        None, env=env, policy=policy, episodes=episodes, axes=axes or ["physics"],
-        severities=[1.0], combined=False, backend="serial", obs_mode=obs_mode, batch_size=batch,
-        vecnormalize=vecnormalize, videos=0,
+        None,
+        env=env,
+        policy=policy,
+        episodes=episodes,
+        axes=axes or ["physics"],
+        severities=[1.0],
+        combined=False,
+        backend="serial",
+        obs_mode=obs_mode,
+        batch_size=batch,
+        vecnormalize=vecnormalize,
+        videos=0,
     )
     return prepare(cfg)
 
 
-def bare_loop(env_id: str, policy_uri: str, episodes: int, seed: int, obs_mode: str = "state",
-              vecnormalize: str | None = None) -> tuple[float, int]:
+def bare_loop(
+    env_id: str,
+    policy_uri: str,
+    episodes: int,
+    seed: int,
+    obs_mode: str = "state",
+    vecnormalize: str | None = None,
+) -> tuple[float, int]:
     """What a user writes by hand: one env, one observation at a time."""
     env = make(env_id, obs_mode=obs_mode)
     ctx = policy_context(env_id, obs_mode, vecnormalize, env)
@@ -57,7 +79,9 @@ def bare_loop(env_id: str, policy_uri: str, episodes: int, seed: int, obs_mode: 
         while not done:
             obs_b = {k: v[None] for k, v in obs.items()} if isinstance(obs, dict) else obs[None]
             a = policy.act(obs_b, deterministic=True)[0]
-            obs, _, term, trunc, _ = env.step(np.clip(a, env.action_space.low, env.action_space.high))
+            obs, _, term, trunc, _ = env.step(
+                np.clip(a, env.action_space.low, env.action_space.high)
+            )
             steps += 1
             done = term or trunc
     return time.perf_counter() - t0, steps
@@ -138,29 +162,49 @@ def main() -> None:
         m = _manifest(env_id, pol, n, vecnormalize=vnorm)
         bare_s, bare_steps = bare_loop(env_id, pol, n, m.seed, vecnormalize=vnorm)
         ser_s, ser_steps = robogen_serial(m)
-        rows.append((f"serial vs bare loop [{env_id}]",
-                     f"bare {bare_steps / bare_s:,.0f} steps/s, robogen {ser_steps / ser_s:,.0f} steps/s",
-                     (ser_steps / ser_s) / (bare_steps / bare_s), ">= 0.91"))
+        rows.append(
+            (
+                f"serial vs bare loop [{env_id}]",
+                f"bare {bare_steps / bare_s:,.0f} steps/s, "
+                f"robogen {ser_steps / ser_s:,.0f} steps/s",
+                (ser_steps / ser_s) / (bare_steps / bare_s),
+                ">= 0.91",
+            )
+        )
 
-    m = _manifest("robogen/PickPlace-v0", "expert:pick_place", n,
-                  axes=["physics", "object_pose", "embodiment"])
+    m = _manifest(
+        "robogen/PickPlace-v0",
+        "expert:pick_place",
+        n,
+        axes=["physics", "object_pose", "embodiment"],
+    )
     ser_s, ser_steps = robogen_serial(m, nominal_only=False)
     ray_s, init_s, ray_steps = robogen_ray(m, workers=2)
     assert ray_steps == ser_steps
-    rows.append(("ray 2 workers vs serial [PickPlace expert]",
-                 f"serial {ser_s:.1f} s, ray {ray_s:.1f} s once actors are up "
-                 f"(start-up {init_s:.1f} s; with it {ser_s / (ray_s + init_s):.2f}x)",
-                 ser_s / ray_s, ">= 1.7"))
+    rows.append(
+        (
+            "ray 2 workers vs serial [PickPlace expert]",
+            f"serial {ser_s:.1f} s, ray {ray_s:.1f} s once actors are up "
+            f"(start-up {init_s:.1f} s; with it {ser_s / (ray_s + init_s):.2f}x)",
+            ser_s / ray_s,
+            ">= 1.7",
+        )
+    )
 
     for env_id in ("robogen/PickPlace-v0", "gymnasium/Reacher-v5"):
         m = _manifest(env_id, "random", max(4, n // 4), obs_mode="pixels")
         px_s, px_steps = robogen_serial(m)
         raw = raw_render_fps(env_id, 500)
-        rows.append((f"pixel eval vs raw Renderer [{env_id}]",
-                     f"eval {px_steps / px_s:,.0f} frames/s, raw {raw:,.0f} frames/s "
-                     f"({m.render.width}x{m.render.height}, shadowsize {m.render.shadowsize}, "
-                     f"offsamples {m.render.offsamples})",
-                     (px_steps / px_s) / raw, ">= 0.9"))
+        rows.append(
+            (
+                f"pixel eval vs raw Renderer [{env_id}]",
+                f"eval {px_steps / px_s:,.0f} frames/s, raw {raw:,.0f} frames/s "
+                f"({m.render.width}x{m.render.height}, shadowsize {m.render.shadowsize}, "
+                f"offsamples {m.render.offsamples})",
+                (px_steps / px_s) / raw,
+                ">= 0.9",
+            )
+        )
 
     print()
     print(f"{'comparison':48s} {'ratio':>7s}  {'goal':>7s}  detail")

@@ -64,14 +64,23 @@ class _Progress:
 
     def __init__(self, description: str) -> None:
         from rich.progress import (
-            BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn,
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TextColumn,
+            TimeElapsedColumn,
             TimeRemainingColumn,
         )
 
         self._p = Progress(
-            TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-            TextColumn("episodes"), TimeElapsedColumn(), TextColumn("ETA"),
-            TimeRemainingColumn(), transient=False,
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("episodes"),
+            TimeElapsedColumn(),
+            TextColumn("ETA"),
+            TimeRemainingColumn(),
+            transient=False,
         )
         self._desc = description
         self._task: Any = None
@@ -106,18 +115,32 @@ def _print_outcome(outcome: Any) -> None:
 
 @app.command("eval")
 def eval_cmd(
-    env: Annotated[str | None, typer.Option(help="Env id: robogen/<Task>-v0 or gymnasium/<Id>.")] = None,
-    policy: Annotated[str | None, typer.Option(help="sb3:PATH.zip | expert:<task> | python:mod:factory | random")] = None,
-    spec: Annotated[Path | None, typer.Option(help="TOML evaluation spec (flags override it).")] = None,
-    vecnormalize: Annotated[str | None, typer.Option(help="SB3 VecNormalize statistics (.pkl).")] = None,
+    env: Annotated[
+        str | None, typer.Option(help="Env id: robogen/<Task>-v0 or gymnasium/<Id>.")
+    ] = None,
+    policy: Annotated[
+        str | None, typer.Option(help="sb3:PATH.zip | expert:<task> | python:mod:factory | random")
+    ] = None,
+    spec: Annotated[
+        Path | None, typer.Option(help="TOML evaluation spec (flags override it).")
+    ] = None,
+    vecnormalize: Annotated[
+        str | None, typer.Option(help="SB3 VecNormalize statistics (.pkl).")
+    ] = None,
     axes: Annotated[str | None, typer.Option(help="Comma-separated axes (default: all).")] = None,
-    severities: Annotated[str | None, typer.Option(help="Comma-separated severities in (0, 1].")] = None,
+    severities: Annotated[
+        str | None, typer.Option(help="Comma-separated severities in (0, 1].")
+    ] = None,
     splits: Annotated[str | None, typer.Option(help="Extra held-out levels: train,test.")] = None,
-    combined: Annotated[bool | None, typer.Option("--combined/--no-combined", help="All axes together.")] = None,
+    combined: Annotated[
+        bool | None, typer.Option("--combined/--no-combined", help="All axes together.")
+    ] = None,
     episodes: Annotated[int | None, typer.Option(help="Episodes per condition.")] = None,
     seed: Annotated[int | None, typer.Option(help="Run seed.")] = None,
     max_steps: Annotated[int | None, typer.Option(help="Step limit per episode.")] = None,
-    batch_size: Annotated[int | None, typer.Option(help="Envs per worker stepped together.")] = None,
+    batch_size: Annotated[
+        int | None, typer.Option(help="Envs per worker stepped together.")
+    ] = None,
     obs_mode: Annotated[str | None, typer.Option(help="state | pixels | state+pixels")] = None,
     camera: Annotated[str | None, typer.Option(help="Observation camera.")] = None,
     backend: Annotated[str | None, typer.Option(help="ray | serial")] = None,
@@ -126,7 +149,9 @@ def eval_cmd(
     num_gpus_per_worker: Annotated[float | None, typer.Option(help="GPUs per Ray worker.")] = None,
     out: Annotated[Path | None, typer.Option(help="Run directory (new or empty).")] = None,
     videos: Annotated[int | None, typer.Option(help="Failures filmed per axis.")] = None,
-    success_threshold: Annotated[float | None, typer.Option(help="Return threshold for success.")] = None,
+    success_threshold: Annotated[
+        float | None, typer.Option(help="Return threshold for success.")
+    ] = None,
     resume: Annotated[Path | None, typer.Option(help="Finish the killed run in RUN_DIR.")] = None,
 ) -> None:
     """Evaluate a policy across perturbation axes and write a report."""
@@ -135,23 +160,46 @@ def eval_cmd(
     if resume is not None:
         with _Progress("resume") as bar:
             outcome = _guard(
-                runner.resume, resume, backend=backend or "ray", workers=workers,
-                address=address, progress=bar, videos=videos,
+                runner.resume,
+                resume,
+                backend=backend or "ray",
+                workers=workers,
+                address=address,
+                progress=bar,
+                videos=videos,
             )
         _print_outcome(outcome)
         return
     from robogen.configs import load_eval_config
 
     if spec is None and (env is None or policy is None):
-        _fail("give --env and --policy (or --spec FILE), e.g. "
-              "robogen eval --env robogen/PickPlace-v0 --policy expert:pick_place")
+        _fail(
+            "give --env and --policy (or --spec FILE), e.g. "
+            "robogen eval --env robogen/PickPlace-v0 --policy expert:pick_place"
+        )
     cfg = _guard(
-        load_eval_config, spec, env=env, policy=policy, vecnormalize=vecnormalize,
-        axes=_csv(axes), severities=_floats(severities, "--severities"), splits=_csv(splits),
-        combined=combined, episodes=episodes, seed=seed, max_steps=max_steps,
-        batch_size=batch_size, obs_mode=obs_mode, camera=camera, backend=backend,
-        workers=workers, address=address, num_gpus_per_worker=num_gpus_per_worker, out=out,
-        videos=videos, success_threshold=success_threshold,
+        load_eval_config,
+        spec,
+        env=env,
+        policy=policy,
+        vecnormalize=vecnormalize,
+        axes=_csv(axes),
+        severities=_floats(severities, "--severities"),
+        splits=_csv(splits),
+        combined=combined,
+        episodes=episodes,
+        seed=seed,
+        max_steps=max_steps,
+        batch_size=batch_size,
+        obs_mode=obs_mode,
+        camera=camera,
+        backend=backend,
+        workers=workers,
+        address=address,
+        num_gpus_per_worker=num_gpus_per_worker,
+        out=out,
+        videos=videos,
+        success_threshold=success_threshold,
     )
     with _Progress(f"{cfg.env} / {cfg.policy}") as bar:
         outcome = _guard(runner.evaluate, cfg, progress=bar)

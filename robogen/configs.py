@@ -38,17 +38,31 @@ class EvalConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     env: str = Field(description="Env id: robogen/<Task>-v<N> or gymnasium/<Id>.")
-    policy: str = Field(description="Policy URI: sb3:PATH.zip, expert:<task>, python:mod:factory, random.")
-    vecnormalize: str | None = Field(None, description="Path of SB3 VecNormalize statistics (.pkl).")
-    axes: list[str] | None = Field(None, description="Axes to evaluate; default: every registered axis.")
+    policy: str = Field(
+        description="Policy URI: sb3:PATH.zip, expert:<task>, python:mod:factory, random."
+    )
+    vecnormalize: str | None = Field(
+        None, description="Path of SB3 VecNormalize statistics (.pkl)."
+    )
+    axes: list[str] | None = Field(
+        None, description="Axes to evaluate; default: every registered axis."
+    )
     severities: list[float] = Field([0.5, 1.0], description="Severities in (0, 1].")
-    splits: list[str] = Field([], description="Extra held-out levels per axis: 'train' and/or 'test'.")
+    splits: list[str] = Field(
+        [], description="Extra held-out levels per axis: 'train' and/or 'test'."
+    )
     combined: bool = Field(True, description="Also run all axes combined at each severity.")
     episodes: int = Field(50, description="Episodes per condition.", ge=1, le=100_000)
     seed: int = Field(0, description="Run seed; every episode seed derives from it.", ge=0)
-    max_steps: int | None = Field(None, description="Step limit per episode; default: the env's.", ge=1)
-    batch_size: int = Field(8, description="Envs per worker stepped together (policy batch).", ge=1, le=1024)
-    obs_mode: Literal["state", "pixels", "state+pixels"] = Field("state", description="Observation mode.")
+    max_steps: int | None = Field(
+        None, description="Step limit per episode; default: the env's.", ge=1
+    )
+    batch_size: int = Field(
+        8, description="Envs per worker stepped together (policy batch).", ge=1, le=1024
+    )
+    obs_mode: Literal["state", "pixels", "state+pixels"] = Field(
+        "state", description="Observation mode."
+    )
     width: int = Field(84, description="Pixel observation width [px].", ge=8, le=2048)
     height: int = Field(84, description="Pixel observation height [px].", ge=8, le=2048)
     camera: str | None = Field(None, description="Observation camera name; default: the env's.")
@@ -56,8 +70,12 @@ class EvalConfig(BaseModel):
     workers: int | None = Field(None, description="Ray workers; default: number of CPUs.", ge=1)
     address: str | None = Field(None, description="Address of an existing Ray cluster.")
     num_gpus_per_worker: float = Field(0.0, description="GPUs per Ray worker.", ge=0)
-    out: Path | None = Field(None, description="Run directory; default: runs/<env>-<policy>-<time>.")
-    videos: int = Field(2, description="Failed perturbed episodes per axis to film (0: none).", ge=0)
+    out: Path | None = Field(
+        None, description="Run directory; default: runs/<env>-<policy>-<time>."
+    )
+    videos: int = Field(
+        2, description="Failed perturbed episodes per axis to film (0: none).", ge=0
+    )
     success_threshold: float | None = Field(None, description="Return threshold defining success.")
     env_kwargs: dict[str, Any] = Field({}, description="Extra keyword arguments of the env.")
 

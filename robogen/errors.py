@@ -15,7 +15,8 @@ UNKNOWN_NAME = "unknown {kind} {name!r}; expected one of: {choices}{hint}"
 MUST_BE_IN_RANGE = "{field} must be in [{low}, {high}], got {value!r}"
 MUST_BE_POSITIVE = "{field} must be > 0, got {value!r}"
 MISSING_EXTRA = (
-    "{what} needs the optional dependency {module!r}; install it with: pip install \"robogen[{extra}]\""
+    "{what} needs the optional dependency {module!r}; "
+    'install it with: pip install "robogen[{extra}]"'
 )
 
 

@@ -45,8 +45,10 @@ def preview_images(
         for r, axis in enumerate(axes):
             for c, sev in enumerate(severities):
                 env.set_levels((AxisLevel(axis, float(sev)),))
-                env.reset(seed=episode_seed(seed, 0),
-                          options={"perturbation_seed": perturbation_seed(seed, 0)})
+                env.reset(
+                    seed=episode_seed(seed, 0),
+                    options={"perturbation_seed": perturbation_seed(seed, 0)},
+                )
                 grid[r, c] = scene.render_frame(camera, size, size)
     finally:
         env.close()
@@ -54,14 +56,22 @@ def preview_images(
 
 
 def write_preview(
-    path: Path, env_id: str, axes: Sequence[str], severities: Sequence[float], *,
-    seed: int = 0, size: int = 128, camera: str | None = None,
+    path: Path,
+    env_id: str,
+    axes: Sequence[str],
+    severities: Sequence[float],
+    *,
+    seed: int = 0,
+    size: int = 128,
+    camera: str | None = None,
 ) -> Path:
     """Render the grid and save it as a labelled PNG at ``path``."""
     from robogen.reports.video import write_grid_png
 
     images = preview_images(env_id, axes, severities, seed=seed, size=size, camera=camera)
     return write_grid_png(
-        Path(path), images, row_labels=list(axes),
+        Path(path),
+        images,
+        row_labels=list(axes),
         col_labels=[f"severity {s:g}" for s in severities],
     )

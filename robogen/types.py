@@ -64,7 +64,9 @@ class AxisLevel:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> AxisLevel:
-        return cls(axis=str(d["axis"]), severity=float(d["severity"]), split=str(d.get("split", "all")))
+        return cls(
+            axis=str(d["axis"]), severity=float(d["severity"]), split=str(d.get("split", "all"))
+        )
 
 
 @dataclass(frozen=True, slots=True)

@@ -65,8 +65,16 @@ STATS = "robogen/assets/checkpoints/ppo_reacher_vecnormalize.pkl"
 
 def test_wrong_checkpoint_for_env_names_both_spaces(tmp_path):
     out = tmp_path / "run"
-    res = _eval("--env", "gymnasium/Hopper-v5", "--policy", f"sb3:{CKPT}", "--vecnormalize", STATS,
-                "--out", str(out))
+    res = _eval(
+        "--env",
+        "gymnasium/Hopper-v5",
+        "--policy",
+        f"sb3:{CKPT}",
+        "--vecnormalize",
+        STATS,
+        "--out",
+        str(out),
+    )
     assert res.exit_code == 2, res.output
     text = res.output.replace("\n", " ")
     assert "observation space" in text and "(10,)" in text and "(11,)" in text

@@ -127,7 +127,9 @@ class MujocoScene(Protocol):
         """The observation of the current ``data`` (after a state edit at reset)."""
         ...
 
-    def render_frame(self, camera: str | None = None, width: int = 84, height: int = 84) -> np.ndarray:
+    def render_frame(
+        self, camera: str | None = None, width: int = 84, height: int = 84
+    ) -> np.ndarray:
         """Render ``(height, width, 3) uint8`` from ``camera`` (default: roles.cameras[0])."""
         ...
 

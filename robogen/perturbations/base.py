@@ -57,7 +57,7 @@ def check_level(severity: float, split: str) -> None:
         raise InvalidPerturbationError(BAD_SPLIT.format(choices=SPLITS, value=split))
 
 
-class Perturbation(ABC):
+class Perturbation(ABC):  # noqa: B024 - every stage has a no-op default
     """Concrete values of one axis for one episode. Subclasses are frozen dataclasses.
 
     Class attributes:

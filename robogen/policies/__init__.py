@@ -11,8 +11,8 @@ URIs (``robogen list`` shows the registered schemes):
 
 from __future__ import annotations
 
-from robogen.policies import sb3 as _sb3  # noqa: F401  (registers "sb3")
 from robogen.policies import flax_policy as _flax  # noqa: F401  (registers "flax"; JAX loads lazily)
+from robogen.policies import sb3 as _sb3  # noqa: F401  (registers "sb3")
 from robogen.policies import simple as _simple  # noqa: F401  (registers "random", "python")
 from robogen.policies.base import (
     POLICY_SCHEMES,

@@ -110,7 +110,9 @@ def split_uri(uri: str) -> tuple[str, str]:
         InvalidSpecError: On an empty URI.
     """
     if not uri or not uri.strip():
-        raise InvalidSpecError("policy URI is empty; expected e.g. 'sb3:ckpt.zip' or 'expert:pick_place'")
+        raise InvalidSpecError(
+            "policy URI is empty; expected e.g. 'sb3:ckpt.zip' or 'expert:pick_place'"
+        )
     if ":" in uri:
         scheme, rest = uri.split(":", 1)
         if scheme in POLICY_SCHEMES or not uri.endswith(".zip"):
@@ -137,7 +139,10 @@ def check_compatible(policy: Policy, ctx: LoadContext, uri: str) -> None:
     if not _obs_fits(p_obs, e_obs):
         raise SpaceMismatchError(
             SPACE_MISMATCH.format(
-                policy=uri, env_id=ctx.env_id, which="observation", policy_space=_describe(p_obs),
+                policy=uri,
+                env_id=ctx.env_id,
+                which="observation",
+                policy_space=_describe(p_obs),
                 env_space=_describe(e_obs),
                 hint="Was the checkpoint trained on another env or observation mode (--obs-mode)?",
             )
@@ -150,7 +155,10 @@ def check_compatible(policy: Policy, ctx: LoadContext, uri: str) -> None:
     if not same:
         raise SpaceMismatchError(
             SPACE_MISMATCH.format(
-                policy=uri, env_id=ctx.env_id, which="action", policy_space=_describe(p_act),
+                policy=uri,
+                env_id=ctx.env_id,
+                which="action",
+                policy_space=_describe(p_act),
                 env_space=_describe(e_act),
                 hint="Was the checkpoint trained on another env?",
             )
@@ -168,6 +176,10 @@ def _obs_fits(p: Any, e: Any) -> bool:
     if ps == es:
         return True
     # channel-first image policy (SB3 CNN) against a channel-last env image
-    return ps is not None and es is not None and len(ps) == 3 and len(es) == 3 and (
-        ps == (es[2], es[0], es[1])
+    return (
+        ps is not None
+        and es is not None
+        and len(ps) == 3
+        and len(es) == 3
+        and (ps == (es[2], es[0], es[1]))
     )

@@ -12,7 +12,6 @@ present in both conditions count towards a gap.
 from __future__ import annotations
 
 import json
-
 import math
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence

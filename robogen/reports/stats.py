@@ -203,7 +203,9 @@ difference undercovers (with none it collapses to a zero-width interval), so
 :func:`paired_gap` uses the Agresti-Min adjusted Wald interval instead."""
 
 
-def agresti_min_interval(n10: int, n01: int, n: int, confidence: float = 0.95) -> tuple[float, float]:
+def agresti_min_interval(
+    n10: int, n01: int, n: int, confidence: float = 0.95
+) -> tuple[float, float]:
     """Adjusted Wald interval of a paired difference of proportions (Agresti & Min 2005).
 
     Adds 0.5 to each cell of the 2x2 paired table, which keeps a positive width

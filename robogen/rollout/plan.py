@@ -64,9 +64,7 @@ def build_conditions(
         for s in sevs:
             conds.append(Condition(f"{COMBINED}@{s:g}", tuple(AxisLevel(a, s) for a in axes)))
         for sp in splits:
-            conds.append(
-                Condition(f"{COMBINED}@{sp}", tuple(AxisLevel(a, 1.0, sp) for a in axes))
-            )
+            conds.append(Condition(f"{COMBINED}@{sp}", tuple(AxisLevel(a, 1.0, sp) for a in axes)))
     return tuple(conds)
 
 

@@ -84,7 +84,11 @@ class RayPool:
     """
 
     def __init__(
-        self, manifest: EvalManifest, num_workers: int, *, address: str | None = None,
+        self,
+        manifest: EvalManifest,
+        num_workers: int,
+        *,
+        address: str | None = None,
         num_gpus_per_worker: float = 0.0,
     ) -> None:
         ray = _ray()
@@ -177,7 +181,9 @@ def run_units_ray(
     if not units:
         return
     pool = RayPool(
-        manifest, max(1, min(num_workers, len(units))), address=address,
+        manifest,
+        max(1, min(num_workers, len(units))),
+        address=address,
         num_gpus_per_worker=num_gpus_per_worker,
     )
     try:
@@ -192,11 +198,23 @@ def _crashed(manifest: EvalManifest, unit: WorkUnit, e: BaseException) -> list[E
     msg = f"worker process died twice running this unit: {type(e).__name__}"
     return [
         EpisodeResult(
-            env_id=manifest.env_id, policy_id=manifest.policy, condition=unit.condition.name,
-            axes=unit.condition.axes, severity=unit.condition.severity,
-            split=unit.condition.split, episode_index=i, seed=episode_seed(manifest.seed, i),
-            episode_return=0.0, length_steps=0, success=False, cause="sim_unstable", error=msg,
-            perturbations_json="[]", changed_axes=(), wall_time_s=0.0, unit_id=unit.unit_id,
+            env_id=manifest.env_id,
+            policy_id=manifest.policy,
+            condition=unit.condition.name,
+            axes=unit.condition.axes,
+            severity=unit.condition.severity,
+            split=unit.condition.split,
+            episode_index=i,
+            seed=episode_seed(manifest.seed, i),
+            episode_return=0.0,
+            length_steps=0,
+            success=False,
+            cause="sim_unstable",
+            error=msg,
+            perturbations_json="[]",
+            changed_axes=(),
+            wall_time_s=0.0,
+            unit_id=unit.unit_id,
         )
         for i in unit.episode_indices
     ]

@@ -27,7 +27,11 @@ VIDEO_SIZE = 128
 def record_episode(
     worker: Any, unit: WorkUnit, size: int = VIDEO_SIZE
 ) -> tuple[EpisodeResult, np.ndarray]:
-    """Run a one-episode unit with ``worker`` and return its result and ``(T, size, size, 3) uint8`` frames."""
+    """Run a one-episode unit with ``worker``.
+
+    Returns:
+        The episode's result and its ``(T, size, size, 3) uint8`` frames.
+    """
     from robogen.envs.base import find_scene
 
     frames: list[np.ndarray] = []
@@ -87,7 +91,9 @@ def film_failures(
             rel = Path(VIDEO_DIR) / f"{_slug(r.condition)}-ep{i:04d}.mp4"
             (store.run_dir / VIDEO_DIR).mkdir(parents=True, exist_ok=True)
             write_side_by_side(
-                store.run_dir / rel, nom_frames, per_frames,
+                store.run_dir / rel,
+                nom_frames,
+                per_frames,
                 labels=(
                     f"nominal ({'success' if nom_res.success else nom_res.cause})",
                     f"{r.condition} ({'success' if per_res.success else per_res.cause}"

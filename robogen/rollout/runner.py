@@ -87,22 +87,35 @@ def build_manifest(cfg: EvalConfig, env: Any, policy: Any) -> EvalManifest:
     axes = cfg.resolved_axes()
     render = getattr(scene, "render_settings", None) or RenderSettings()
     render = replace(
-        render, width=cfg.width, height=cfg.height,
-        camera=cfg.camera or render.camera or (scene.roles.cameras[0] if scene.roles.cameras else ""),
+        render,
+        width=cfg.width,
+        height=cfg.height,
+        camera=cfg.camera
+        or render.camera
+        or (scene.roles.cameras[0] if scene.roles.cameras else ""),
         mujoco_gl=os.environ.get("MUJOCO_GL", ""),
     )
     max_steps = cfg.max_steps or int(getattr(env.spec, "max_episode_steps", None) or 1000)
     policy_obs = "state" if callable(getattr(policy, "attach", None)) else cfg.obs_mode
     m = EvalManifest(
-        schema_version=MANIFEST_SCHEMA_VERSION, env_id=cfg.env,
+        schema_version=MANIFEST_SCHEMA_VERSION,
+        env_id=cfg.env,
         policy=_resolve_policy_uri(cfg.policy),
         vecnormalize=str(Path(cfg.vecnormalize).resolve()) if cfg.vecnormalize else None,
-        obs_mode=cfg.obs_mode, axes=tuple(axes), severities=tuple(cfg.severities),
-        splits=tuple(cfg.splits), combined=cfg.combined and len(axes) >= 2,
-        n_episodes=cfg.episodes, seed=cfg.seed, max_steps=max_steps,
-        batch_size=min(cfg.batch_size, cfg.episodes), success_threshold=cfg.success_threshold,
+        obs_mode=cfg.obs_mode,
+        axes=tuple(axes),
+        severities=tuple(cfg.severities),
+        splits=tuple(cfg.splits),
+        combined=cfg.combined and len(axes) >= 2,
+        n_episodes=cfg.episodes,
+        seed=cfg.seed,
+        max_steps=max_steps,
+        batch_size=min(cfg.batch_size, cfg.episodes),
+        success_threshold=cfg.success_threshold,
         conditions=build_conditions(axes, cfg.severities, cfg.splits, cfg.combined),
-        render=render, versions=_versions(), env_kwargs=dict(cfg.env_kwargs),
+        render=render,
+        versions=_versions(),
+        env_kwargs=dict(cfg.env_kwargs),
         policy_obs_mode=policy_obs,
     )
     return replace(m, spec_hash=spec_hash(m))
@@ -129,12 +142,20 @@ def prepare(cfg: EvalConfig) -> EvalManifest:
 
     render = RenderSettings(width=cfg.width, height=cfg.height, camera=cfg.camera or "")
     env = PerturbedEnv(
-        make(cfg.env, obs_mode=cfg.obs_mode, max_steps=cfg.max_steps,
-             render=render if cfg.obs_mode != "state" else None,
-             success_threshold=cfg.success_threshold, **cfg.env_kwargs)
+        make(
+            cfg.env,
+            obs_mode=cfg.obs_mode,
+            max_steps=cfg.max_steps,
+            render=render if cfg.obs_mode != "state" else None,
+            success_threshold=cfg.success_threshold,
+            **cfg.env_kwargs,
+        )
     )
     ctx = policy_context(
-        cfg.env, cfg.obs_mode, cfg.vecnormalize, env,
+        cfg.env,
+        cfg.obs_mode,
+        cfg.vecnormalize,
+        env,
         "cuda" if cfg.num_gpus_per_worker > 0 else "cpu",
     )
     policy = load_policy(cfg.policy, ctx)
@@ -180,8 +201,12 @@ def _run(
         from robogen.rollout.ray_backend import run_units_ray
 
         run_units_ray(
-            manifest, todo, on_unit, num_workers=workers or (os.cpu_count() or 1),
-            address=address, num_gpus_per_worker=num_gpus,
+            manifest,
+            todo,
+            on_unit,
+            num_workers=workers or (os.cpu_count() or 1),
+            address=address,
+            num_gpus_per_worker=num_gpus,
         )
 
 
@@ -203,8 +228,13 @@ def evaluate(cfg: EvalConfig, *, progress: ProgressFn | None = None) -> EvalOutc
 
 
 def resume(
-    run_dir: Path, *, backend: str = "ray", workers: int | None = None,
-    address: str | None = None, progress: ProgressFn | None = None, videos: int | None = None,
+    run_dir: Path,
+    *,
+    backend: str = "ray",
+    workers: int | None = None,
+    address: str | None = None,
+    progress: ProgressFn | None = None,
+    videos: int | None = None,
 ) -> EvalOutcome:
     """Finish a killed run: run only the units without a stored part, then report.
 

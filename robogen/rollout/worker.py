@@ -35,8 +35,12 @@ def make_env(manifest: EvalManifest) -> Any:
 
     render = manifest.render if manifest.obs_mode != "state" else None
     env = make(
-        manifest.env_id, obs_mode=manifest.obs_mode, max_steps=manifest.max_steps,
-        render=render, success_threshold=manifest.success_threshold, **manifest.env_kwargs,
+        manifest.env_id,
+        obs_mode=manifest.obs_mode,
+        max_steps=manifest.max_steps,
+        render=render,
+        success_threshold=manifest.success_threshold,
+        **manifest.env_kwargs,
     )
     return PerturbedEnv(env)
 
@@ -48,9 +52,12 @@ def policy_context(
     from robogen.policies.base import LoadContext
 
     return LoadContext(
-        env_id=env_id, observation_space=env.observation_space,
-        action_space=env.action_space, obs_mode=obs_mode,
-        vecnormalize=vecnormalize, device=device,
+        env_id=env_id,
+        observation_space=env.observation_space,
+        action_space=env.action_space,
+        obs_mode=obs_mode,
+        vecnormalize=vecnormalize,
+        device=device,
     )
 
 
@@ -191,8 +198,9 @@ class EpisodeWorker:
         slot (finished ones repeat their last observation).
         """
         rows = live if self._takes_slots else list(range(len(slots)))
-        obs = _stack([slots[k].obs if slots[k].obs is not None else slots[live[0]].obs
-                      for k in rows])
+        obs = _stack(
+            [slots[k].obs if slots[k].obs is not None else slots[live[0]].obs for k in rows]
+        )
         actions: np.ndarray | None
         try:
             batch = self._call(obs, rows)
@@ -212,7 +220,9 @@ class EpisodeWorker:
         for k in live:
             if not slots[k].done and not np.all(np.isfinite(actions[k])):
                 self._finish(
-                    slots[k], start, cause="policy_error",
+                    slots[k],
+                    start,
+                    cause="policy_error",
                     error=f"non-finite action {actions[k].tolist()!r}",
                 )
         return actions
@@ -242,7 +252,11 @@ class EpisodeWorker:
 
     @staticmethod
     def _finish(
-        slot: _Slot, start: float, *, success: bool = False, cause: str | None = None,
+        slot: _Slot,
+        start: float,
+        *,
+        success: bool = False,
+        cause: str | None = None,
         error: str | None = None,
     ) -> None:
         slot.done = True
@@ -254,12 +268,23 @@ class EpisodeWorker:
     def _result(self, unit: WorkUnit, s: _Slot) -> EpisodeResult:
         m = self.manifest
         return EpisodeResult(
-            env_id=m.env_id, policy_id=m.policy, condition=unit.condition.name,
-            axes=unit.condition.axes, severity=unit.condition.severity,
-            split=unit.condition.split, episode_index=s.episode_index, seed=s.seed,
-            episode_return=s.ret, length_steps=s.steps, success=s.success, cause=s.cause,
-            error=s.error, perturbations_json=s.perturbations, changed_axes=s.changed,
-            wall_time_s=s.wall_time_s, unit_id=unit.unit_id,
+            env_id=m.env_id,
+            policy_id=m.policy,
+            condition=unit.condition.name,
+            axes=unit.condition.axes,
+            severity=unit.condition.severity,
+            split=unit.condition.split,
+            episode_index=s.episode_index,
+            seed=s.seed,
+            episode_return=s.ret,
+            length_steps=s.steps,
+            success=s.success,
+            cause=s.cause,
+            error=s.error,
+            perturbations_json=s.perturbations,
+            changed_axes=s.changed,
+            wall_time_s=s.wall_time_s,
+            unit_id=unit.unit_id,
         )
 
 

@@ -59,8 +59,11 @@ DEMO_EPISODE_OFFSET = 1_000_000
 BASE_FACTOR = "none"
 COLLECTION = "collection.json"
 _CHUNK = re.compile(r"^chunk-(?P<factor>[a-z_+]+)-(?P<start>\d{7})\.arrow$")
-EXPERT_TASKS = {"robogen/Reach-v0": "reach", "robogen/Push-v0": "push",
-                "robogen/PickPlace-v0": "pick_place"}
+EXPERT_TASKS = {
+    "robogen/Reach-v0": "reach",
+    "robogen/Push-v0": "push",
+    "robogen/PickPlace-v0": "pick_place",
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -179,8 +182,9 @@ class DemoStore:
             return pd.DataFrame(columns=["factor", "episode", "seed", "length", "success"])
         df = pd.concat(frames, ignore_index=True)
         g = df.groupby(["factor", "episode"], sort=True)
-        return g.agg(seed=("seed", "first"), length=("seed", "size"),
-                     success=("episode_success", "first")).reset_index()
+        return g.agg(
+            seed=("seed", "first"), length=("seed", "size"), success=("episode_success", "first")
+        ).reset_index()
 
     def load(
         self, counts: Mapping[str, int], *, pixels: bool = False, successful_only: bool = True
@@ -232,7 +236,8 @@ class DemoStore:
         out = {
             "state": np.stack(t.column("state").to_numpy(zero_copy_only=False)).astype(np.float32),
             "action": np.stack(t.column("action").to_numpy(zero_copy_only=False)).astype(
-                np.float32),
+                np.float32
+            ),
             "episode": t.column("episode").to_numpy().astype(np.int64),
         }
         if pixels:
@@ -245,10 +250,20 @@ def _demo_manifest(col: Collection, factors: Sequence[str]) -> EvalManifest:
 
     conds = tuple(factor_condition(f, col.severity, col.split) for f in factors)
     return EvalManifest(
-        schema_version=MANIFEST_SCHEMA_VERSION, env_id=col.env_id, policy=col.policy,
-        vecnormalize=None, obs_mode="state+pixels", axes=(), severities=(col.severity,),
-        splits=(col.split,), combined=False, n_episodes=0, seed=col.seed,
-        max_steps=col.max_steps, batch_size=col.batch_size, success_threshold=None,
+        schema_version=MANIFEST_SCHEMA_VERSION,
+        env_id=col.env_id,
+        policy=col.policy,
+        vecnormalize=None,
+        obs_mode="state+pixels",
+        axes=(),
+        severities=(col.severity,),
+        splits=(col.split,),
+        combined=False,
+        n_episodes=0,
+        seed=col.seed,
+        max_steps=col.max_steps,
+        batch_size=col.batch_size,
+        success_threshold=None,
         conditions=conds,
         render=RenderSettings(width=col.image_size, height=col.image_size, camera="front"),
     )
@@ -310,16 +325,26 @@ def collect(
     max_steps = int(probe.spec.max_episode_steps)
     probe.close()
     col = Collection(
-        schema_version=DEMO_SCHEMA_VERSION, env_id=env_id, policy=f"expert:{EXPERT_TASKS[env_id]}",
-        seed=seed, severity=float(severity), split=split, image_size=int(image_size),
-        batch_size=int(batch_size), max_steps=max_steps, versions={"robogen": __version__},
+        schema_version=DEMO_SCHEMA_VERSION,
+        env_id=env_id,
+        policy=f"expert:{EXPERT_TASKS[env_id]}",
+        seed=seed,
+        severity=float(severity),
+        split=split,
+        image_size=int(image_size),
+        batch_size=int(batch_size),
+        max_steps=max_steps,
+        versions={"robogen": __version__},
     )
     out = Path(out)
     if (out / COLLECTION).exists():
         store = DemoStore.open(out)
         old = store.collection
-        diff = [k for k in ("env_id", "seed", "severity", "split", "image_size", "batch_size")
-                if getattr(old, k) != getattr(col, k)]
+        diff = [
+            k
+            for k in ("env_id", "seed", "severity", "split", "image_size", "batch_size")
+            if getattr(old, k) != getattr(col, k)
+        ]
         if diff:
             raise InvalidSpecError(
                 f"{str(out)!r} holds demonstrations collected with other settings "
@@ -343,7 +368,9 @@ def _asdict(col: Collection) -> dict[str, Any]:
 
 
 def _run_collection(
-    store: DemoStore, factors: Sequence[str], n: int,
+    store: DemoStore,
+    factors: Sequence[str],
+    n: int,
     progress: Callable[[int, int], None] | None,
 ) -> None:
     from robogen.rollout.worker import EpisodeWorker
@@ -355,8 +382,9 @@ def _run_collection(
     uid = 0
     for f, cond in zip(factors, manifest.conditions, strict=True):
         for start in range(0, n, col.batch_size):
-            idx = tuple(demo_episode_index(f, j)
-                        for j in range(start, min(start + col.batch_size, n)))
+            idx = tuple(
+                demo_episode_index(f, j) for j in range(start, min(start + col.batch_size, n))
+            )
             if (f, start) not in have:
                 todo.append((f, WorkUnit(uid, cond, idx)))
             uid += 1
@@ -386,9 +414,21 @@ def _run_collection(
 def _chunk_table(factor: str, results: Sequence[Any], steps: Mapping[int, list[Any]]) -> pa.Table:
     from robogen.reports.video import encode_png
 
-    cols: dict[str, list[Any]] = {k: [] for k in (
-        "episode", "factor", "step", "state", "pixels_png", "action", "reward",
-        "episode_success", "seed", "perturbations_json")}
+    cols: dict[str, list[Any]] = {
+        k: []
+        for k in (
+            "episode",
+            "factor",
+            "step",
+            "state",
+            "pixels_png",
+            "action",
+            "reward",
+            "episode_success",
+            "seed",
+            "perturbations_json",
+        )
+    }
     for r in results:
         for t, (obs, action, reward) in enumerate(steps.get(r.episode_index, [])):
             cols["episode"].append(r.episode_index)
@@ -403,17 +443,21 @@ def _chunk_table(factor: str, results: Sequence[Any], steps: Mapping[int, list[A
             cols["perturbations_json"].append(r.perturbations_json)
     d = len(cols["state"][0]) if cols["state"] else 0
     a = len(cols["action"][0]) if cols["action"] else 0
-    return pa.table({
-        "episode": pa.array(cols["episode"], pa.int64()),
-        "factor": pa.array(cols["factor"], pa.string()),
-        "step": pa.array(cols["step"], pa.int32()),
-        "state": pa.FixedSizeListArray.from_arrays(
-            pa.array(np.concatenate(cols["state"]) if d else [], pa.float32()), d),
-        "pixels_png": pa.array(cols["pixels_png"], pa.binary()),
-        "action": pa.FixedSizeListArray.from_arrays(
-            pa.array(np.concatenate(cols["action"]) if a else [], pa.float32()), a),
-        "reward": pa.array(cols["reward"], pa.float32()),
-        "episode_success": pa.array(cols["episode_success"], pa.bool_()),
-        "seed": pa.array(cols["seed"], pa.int64()),
-        "perturbations_json": pa.array(cols["perturbations_json"], pa.string()),
-    })
+    return pa.table(
+        {
+            "episode": pa.array(cols["episode"], pa.int64()),
+            "factor": pa.array(cols["factor"], pa.string()),
+            "step": pa.array(cols["step"], pa.int32()),
+            "state": pa.FixedSizeListArray.from_arrays(
+                pa.array(np.concatenate(cols["state"]) if d else [], pa.float32()), d
+            ),
+            "pixels_png": pa.array(cols["pixels_png"], pa.binary()),
+            "action": pa.FixedSizeListArray.from_arrays(
+                pa.array(np.concatenate(cols["action"]) if a else [], pa.float32()), a
+            ),
+            "reward": pa.array(cols["reward"], pa.float32()),
+            "episode_success": pa.array(cols["episode_success"], pa.bool_()),
+            "seed": pa.array(cols["seed"], pa.int64()),
+            "perturbations_json": pa.array(cols["perturbations_json"], pa.string()),
+        }
+    )

@@ -104,7 +104,9 @@ def test_paired_gap_degenerate_and_empty() -> None:
     # no discordant pair: the bootstrap would collapse to [0, 0]; Agresti-Min keeps a width:
     # 0 +- 1.96 * sqrt((1 / 14) / 14) = +-0.140
     assert g.ci_method == "agresti-min"
-    assert g.ci_low == pytest.approx(-0.13999, abs=1e-4) and g.ci_high == pytest.approx(0.13999, abs=1e-4)
+    assert g.ci_low == pytest.approx(-0.13999, abs=1e-4) and g.ci_high == pytest.approx(
+        0.13999, abs=1e-4
+    )
     empty = paired_gap(np.zeros(0, bool), np.zeros(0, bool))
     assert empty.n == 0 and np.isnan(empty.gap) and np.isnan(empty.ci_low)
     zero_nominal = paired_gap(np.zeros(4, bool), np.array([0, 1, 0, 0], bool))

@@ -19,8 +19,16 @@ FIXTURE = "tests/fixtures/faulty_policies.py"
 @pytest.mark.parametrize("factory", ["raising", "nan_actions"])
 def test_policy_errors_fail_only_their_episodes(tmp_path, factory):
     cfg = load_eval_config(
-        None, env="robogen/Reach-v0", policy=f"python:{FIXTURE}:{factory}", axes=["physics"],
-        severities=[1.0], episodes=8, batch_size=4, backend="serial", videos=0, out=tmp_path / "r",
+        None,
+        env="robogen/Reach-v0",
+        policy=f"python:{FIXTURE}:{factory}",
+        axes=["physics"],
+        severities=[1.0],
+        episodes=8,
+        batch_size=4,
+        backend="serial",
+        videos=0,
+        out=tmp_path / "r",
     )
     out = evaluate(cfg)
     results = ResultStore.open(out.run_dir).load_results()
@@ -34,9 +42,7 @@ def test_policy_errors_fail_only_their_episodes(tmp_path, factory):
     assert all(needle in r.error for r in bad)
     report = json.loads((out.run_dir / "report.json").read_text())
     nominal = next(c for c in report["conditions"] if c["condition"] == "nominal")
-    assert nominal["causes"]["policy_error"] == sum(
-        r.condition == "nominal" for r in bad
-    )
+    assert nominal["causes"]["policy_error"] == sum(r.condition == "nominal" for r in bad)
     assert nominal["successes"] == sum(r.condition == "nominal" for r in good)
 
 

@@ -10,9 +10,15 @@ def test_conditions_nominal_first_singles_then_combined():
     names = [c.name for c in conds]
     assert names == [
         "nominal",
-        "lighting@0.5", "lighting@1", "lighting@test",
-        "physics@0.5", "physics@1", "physics@test",
-        "combined@0.5", "combined@1", "combined@test",
+        "lighting@0.5",
+        "lighting@1",
+        "lighting@test",
+        "physics@0.5",
+        "physics@1",
+        "physics@test",
+        "combined@0.5",
+        "combined@1",
+        "combined@test",
     ]
     assert conds[0].is_nominal and conds[0].levels == ()
     assert conds[-2].axes == ("lighting", "physics") and conds[-2].severity == 1.0

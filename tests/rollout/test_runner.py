@@ -10,8 +10,6 @@ import sys
 import time
 from pathlib import Path
 
-import pytest
-
 from robogen.configs import load_eval_config
 from robogen.rollout.runner import evaluate, plan_units, resume
 from robogen.rollout.store import ResultStore
@@ -26,8 +24,16 @@ def _strip(results):
 
 def _cfg(out: Path, backend: str, **kw):
     base = dict(
-        env="robogen/Reach-v0", policy="expert:reach", axes=["physics", "embodiment"],
-        severities=[1.0], episodes=6, batch_size=3, seed=3, backend=backend, out=out, videos=0,
+        env="robogen/Reach-v0",
+        policy="expert:reach",
+        axes=["physics", "embodiment"],
+        severities=[1.0],
+        episodes=6,
+        batch_size=3,
+        seed=3,
+        backend=backend,
+        out=out,
+        videos=0,
     )
     base.update(kw)
     return load_eval_config(None, **base)
@@ -52,13 +58,37 @@ def test_serial_and_ray_give_identical_episodes(tmp_path):
 def test_killed_run_resumes_without_lost_or_repeated_episodes(tmp_path):
     out = tmp_path / "run"
     cmd = [
-        sys.executable, "-m", "robogen.cli", "eval", "--env", "robogen/Reach-v0",
-        "--policy", "expert:reach", "--axes", "physics,object_pose", "--severities", "0.5,1",
-        "--episodes", "6", "--batch-size", "2", "--seed", "5", "--backend", "serial",
-        "--videos", "0", "--out", str(out),
+        sys.executable,
+        "-m",
+        "robogen.cli",
+        "eval",
+        "--env",
+        "robogen/Reach-v0",
+        "--policy",
+        "expert:reach",
+        "--axes",
+        "physics,object_pose",
+        "--severities",
+        "0.5,1",
+        "--episodes",
+        "6",
+        "--batch-size",
+        "2",
+        "--seed",
+        "5",
+        "--backend",
+        "serial",
+        "--videos",
+        "0",
+        "--out",
+        str(out),
     ]
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                            env={**os.environ, "MUJOCO_GL": "egl"})
+    proc = subprocess.Popen(
+        cmd,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env={**os.environ, "MUJOCO_GL": "egl"},
+    )
     parts = out / "episodes"
     deadline = time.time() + 240
     while time.time() < deadline:
@@ -83,9 +113,17 @@ def test_killed_run_resumes_without_lost_or_repeated_episodes(tmp_path):
     # and the resumed run equals an uninterrupted one
     full = evaluate(
         load_eval_config(
-            None, env="robogen/Reach-v0", policy="expert:reach", axes=["physics", "object_pose"],
-            severities=[0.5, 1.0], episodes=6, batch_size=2, seed=5, backend="serial",
-            videos=0, out=tmp_path / "full",
+            None,
+            env="robogen/Reach-v0",
+            policy="expert:reach",
+            axes=["physics", "object_pose"],
+            severities=[0.5, 1.0],
+            episodes=6,
+            batch_size=2,
+            seed=5,
+            backend="serial",
+            videos=0,
+            out=tmp_path / "full",
         )
     )
     assert _strip(results) == _strip(ResultStore.open(full.run_dir).load_results())

@@ -12,19 +12,44 @@ from robogen.types import EpisodeResult, EvalManifest, RenderSettings
 
 def _manifest() -> EvalManifest:
     return EvalManifest(
-        schema_version=1, env_id="robogen/Reach-v0", policy="random", vecnormalize=None,
-        obs_mode="state", axes=("lighting",), severities=(1.0,), splits=(), combined=False,
-        n_episodes=3, seed=0, max_steps=10, batch_size=3, success_threshold=None,
-        conditions=build_conditions(["lighting"], [1.0]), render=RenderSettings(),
+        schema_version=1,
+        env_id="robogen/Reach-v0",
+        policy="random",
+        vecnormalize=None,
+        obs_mode="state",
+        axes=("lighting",),
+        severities=(1.0,),
+        splits=(),
+        combined=False,
+        n_episodes=3,
+        seed=0,
+        max_steps=10,
+        batch_size=3,
+        success_threshold=None,
+        conditions=build_conditions(["lighting"], [1.0]),
+        render=RenderSettings(),
     )
 
 
 def _result(i: int, success: bool, unit: int = 0) -> EpisodeResult:
     return EpisodeResult(
-        env_id="robogen/Reach-v0", policy_id="random", condition="nominal", axes=(),
-        severity=0.0, split="all", episode_index=i, seed=100 + i, episode_return=1.5 * i,
-        length_steps=10, success=success, cause=None if success else "timeout", error=None,
-        perturbations_json="[]", changed_axes=(), wall_time_s=0.01, unit_id=unit,
+        env_id="robogen/Reach-v0",
+        policy_id="random",
+        condition="nominal",
+        axes=(),
+        severity=0.0,
+        split="all",
+        episode_index=i,
+        seed=100 + i,
+        episode_return=1.5 * i,
+        length_steps=10,
+        success=success,
+        cause=None if success else "timeout",
+        error=None,
+        perturbations_json="[]",
+        changed_axes=(),
+        wall_time_s=0.01,
+        unit_id=unit,
     )
 
 
@@ -62,16 +87,31 @@ def test_open_bad_run_dir(tmp_path, case):
         d.mkdir()
     if case == "corrupt":
         (d / "manifest.json").write_text(json.dumps({"env_id": "x"}))
-    with pytest.raises(RunDirError, match={"missing": "does not exist", "empty": "no manifest",
-                                           "corrupt": "corrupt"}[case]):
+    with pytest.raises(
+        RunDirError,
+        match={"missing": "does not exist", "empty": "no manifest", "corrupt": "corrupt"}[case],
+    ):
         ResultStore.open(d)
 
 
 def test_failed_episode_needs_cause():
     with pytest.raises(ValueError, match="needs a cause"):
         EpisodeResult(
-            env_id="e", policy_id="p", condition="nominal", axes=(), severity=0.0, split="all",
-            episode_index=0, seed=0, episode_return=0.0, length_steps=1, success=False,
-            cause=None, error=None, perturbations_json="[]", changed_axes=(), wall_time_s=0.0,
+            env_id="e",
+            policy_id="p",
+            condition="nominal",
+            axes=(),
+            severity=0.0,
+            split="all",
+            episode_index=0,
+            seed=0,
+            episode_return=0.0,
+            length_steps=1,
+            success=False,
+            cause=None,
+            error=None,
+            perturbations_json="[]",
+            changed_axes=(),
+            wall_time_s=0.0,
             unit_id=0,
         )

@@ -23,7 +23,10 @@ def test_collect_reach_and_read_back(tmp_path):
     mm = pa.ipc.open_file(pa.memory_map(str(chunk))).read_all()  # memory-mappable
     assert mm.num_rows == len(df)
     arrays = store.load({"none": 2, "texture": 3}, pixels=True)
-    n = int(eps[eps.factor == "none"].length.iloc[:2].sum() + eps[eps.factor == "texture"].length.iloc[:3].sum())
+    n = int(
+        eps[eps.factor == "none"].length.iloc[:2].sum()
+        + eps[eps.factor == "texture"].length.iloc[:3].sum()
+    )
     assert arrays["state"].shape == (n, 30) and arrays["action"].shape == (n, 6)
     assert arrays["pixels"].shape == (n, 84, 84, 3) and arrays["pixels"].dtype.name == "uint8"
     assert arrays["pixels"].std() > 5  # real images, not blank
