@@ -158,6 +158,20 @@ def eval_cmd(
     from robogen.rollout import runner
 
     if resume is not None:
+        given = {
+            "--env": env, "--policy": policy, "--spec": spec, "--vecnormalize": vecnormalize,
+            "--axes": axes, "--severities": severities, "--splits": splits,
+            "--combined": combined, "--episodes": episodes, "--seed": seed,
+            "--max-steps": max_steps, "--batch-size": batch_size, "--obs-mode": obs_mode,
+            "--camera": camera, "--out": out, "--success-threshold": success_threshold,
+            "--num-gpus-per-worker": num_gpus_per_worker,
+        }
+        clash = [k for k, v in given.items() if v is not None]
+        if clash:
+            _fail(
+                f"--resume finishes the run with the settings in its manifest; drop "
+                f"{', '.join(clash)} (only --backend, --workers, --address and --videos apply)"
+            )
         with _Progress("resume") as bar:
             outcome = _guard(
                 runner.resume,
@@ -267,6 +281,12 @@ def list_cmd() -> None:
 from robogen.check.cli import check_command  # noqa: E402
 
 app.command("check")(check_command)
+
+from robogen.scaling.cli import collect_command, plan_command, scale_command  # noqa: E402
+
+app.command("collect")(collect_command)
+app.command("scale")(scale_command)
+app.command("plan")(plan_command)
 
 
 def main() -> None:

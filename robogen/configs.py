@@ -79,6 +79,13 @@ class EvalConfig(BaseModel):
     success_threshold: float | None = Field(None, description="Return threshold defining success.")
     env_kwargs: dict[str, Any] = Field({}, description="Extra keyword arguments of the env.")
 
+    @field_validator("success_threshold")
+    @classmethod
+    def _threshold(cls, v: float | None) -> float | None:
+        if v is not None and not math.isfinite(v):
+            raise ValueError(f"success threshold must be a finite return, got {v!r}")
+        return v
+
     @field_validator("severities")
     @classmethod
     def _severities(cls, v: list[float]) -> list[float]:

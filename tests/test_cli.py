@@ -10,6 +10,11 @@ from robogen.cli import app
 runner = CliRunner()
 
 
+def _flat(text: str) -> str:
+    """The output with rich's line wrapping undone."""
+    return " ".join(text.split())
+
+
 def _eval(*args: str):
     return runner.invoke(app, ["eval", *args])
 
@@ -29,7 +34,7 @@ def test_bad_eval_flags(tmp_path, args, needle):
     out = tmp_path / "run"
     res = _eval("--env", "robogen/Reach-v0", "--policy", "expert:reach", "--out", str(out), *args)
     assert res.exit_code == 2, res.output
-    assert needle in res.output.replace("\n", " ")
+    assert needle in _flat(res.output)
     assert not out.exists()
 
 
@@ -76,7 +81,7 @@ def test_wrong_checkpoint_for_env_names_both_spaces(tmp_path):
         str(out),
     )
     assert res.exit_code == 2, res.output
-    text = res.output.replace("\n", " ")
+    text = _flat(res.output)
     assert "observation space" in text and "(10,)" in text and "(11,)" in text
     assert not out.exists()
 
@@ -85,7 +90,7 @@ def test_missing_normalization_stats_is_an_error(tmp_path):
     out = tmp_path / "run"
     res = _eval("--env", "gymnasium/Reacher-v5", "--policy", f"sb3:{CKPT}", "--out", str(out))
     assert res.exit_code == 2, res.output
-    assert "--vecnormalize" in res.output.replace("\n", " ")
+    assert "--vecnormalize" in _flat(res.output)
     assert not out.exists()
 
 
@@ -96,3 +101,45 @@ def test_existing_run_dir_is_not_overwritten(tmp_path):
     res = _eval("--env", "robogen/Reach-v0", "--policy", "expert:reach", "--out", str(out))
     assert res.exit_code == 2
     assert (out / "keep.txt").read_text() == "x"
+
+
+@pytest.mark.parametrize(
+    ("factory", "needle"),
+    [("wrong_shape", "returned (1, 3) for a batch of 1"), ("raising_reset", "boom in reset")],
+)
+def test_broken_python_policy_is_a_setup_error(tmp_path, factory, needle):
+    out = tmp_path / "run"
+    res = _eval("--env", "robogen/Reach-v0", "--policy",
+                f"python:tests/fixtures/faulty_policies.py:{factory}", "--out", str(out))
+    assert res.exit_code == 2, res.output
+    assert needle in _flat(res.output)
+    assert not out.exists()
+
+
+def test_out_is_a_file(tmp_path):
+    f = tmp_path / "afile"
+    f.write_text("x")
+    res = _eval("--env", "robogen/Reach-v0", "--policy", "random", "--out", str(f))
+    assert res.exit_code == 2 and "is a file" in _flat(res.output)
+
+
+def test_unknown_camera(tmp_path):
+    res = _eval("--env", "robogen/Reach-v0", "--policy", "random", "--camera", "nocam",
+                "--out", str(tmp_path / "r"))
+    assert res.exit_code == 2 and "'nocam'" in res.output and "front" in res.output
+
+
+def test_bad_env_kwargs_and_threshold_via_spec(tmp_path):
+    spec = tmp_path / "eval.toml"
+    spec.write_text('env = "robogen/Reach-v0"\npolicy = "random"\nenv_kwargs = {foo = 1}\n')
+    res = _eval("--spec", str(spec), "--out", str(tmp_path / "r"))
+    assert res.exit_code == 2 and "does not accept env_kwargs ['foo']" in _flat(res.output)
+    res = _eval("--env", "gymnasium/Hopper-v5", "--policy", "random", "--success-threshold", "nan",
+                "--out", str(tmp_path / "r"))
+    assert res.exit_code == 2 and "finite" in _flat(res.output)
+    assert not (tmp_path / "r").exists()
+
+
+def test_resume_rejects_protocol_flags(tmp_path):
+    res = _eval("--resume", str(tmp_path), "--episodes", "20")
+    assert res.exit_code == 2 and "drop --episodes" in _flat(res.output)

@@ -69,18 +69,25 @@ def make(
         raise InvalidSpecError(f"obs_mode must be one of {OBS_MODES}, got {obs_mode!r}")
     if max_steps is not None and (not isinstance(max_steps, int) or max_steps < 1):
         raise InvalidSpecError(f"max_steps must be a positive integer, got {max_steps!r}")
-    if env_id.startswith(GYMNASIUM_PREFIX):
-        from robogen.envs import gym_adapter
+    try:
+        if env_id.startswith(GYMNASIUM_PREFIX):
+            from robogen.envs import gym_adapter
 
-        return gym_adapter.make_adapted(
-            env_id[len(GYMNASIUM_PREFIX):], obs_mode=obs_mode, max_steps=max_steps,
-            render=render, success_threshold=success_threshold, **kwargs,
+            return gym_adapter.make_adapted(
+                env_id[len(GYMNASIUM_PREFIX):], obs_mode=obs_mode, max_steps=max_steps,
+                render=render, success_threshold=success_threshold, **kwargs,
+            )
+        from robogen.envs import tabletop
+
+        if env_id not in tabletop.TASK_IDS:
+            raise UnknownNameError("env id", env_id, list_env_ids())
+        return tabletop.make_task(
+            env_id, obs_mode=obs_mode, max_steps=max_steps, render=render,
+            success_threshold=success_threshold, **kwargs,
         )
-    from robogen.envs import tabletop
-
-    if env_id not in tabletop.TASK_IDS:
-        raise UnknownNameError("env id", env_id, list_env_ids())
-    return tabletop.make_task(
-        env_id, obs_mode=obs_mode, max_steps=max_steps, render=render,
-        success_threshold=success_threshold, **kwargs,
-    )
+    except TypeError as e:
+        if not kwargs or "argument" not in str(e):
+            raise
+        raise InvalidSpecError(
+            f"env {env_id!r} does not accept env_kwargs {sorted(kwargs)}: {e}"
+        ) from e

@@ -50,7 +50,13 @@ class Policy(Protocol):
     obs_mode: str
 
     def reset(self, slots: Sequence[int]) -> None:
-        """Clear per-episode state of the env slots ``slots`` (new episodes start there)."""
+        """Clear per-episode state of the env slots ``slots`` (new episodes start there).
+
+        A policy may also accept a keyword ``seeds: Sequence[int]`` (the
+        ``env.reset`` seed of each new episode, a function of the run seed and
+        episode index only); stochastic policies can seed themselves from it so
+        that episode i draws the same randomness in every condition.
+        """
         ...
 
     def act(self, obs: Any, *, deterministic: bool = True) -> np.ndarray:

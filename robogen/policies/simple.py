@@ -2,12 +2,12 @@
 
 ``random`` / ``random:SEED``:
     Uniform actions in the env's (bounded) Box action space. Each env slot gets
-    its own stream, seeded at the first ``act`` after ``reset`` from SEED
-    (default 0) and a hash of that slot's first observation. An episode's
-    actions therefore depend only on its initial observation, not on which
-    worker ran it or what ran before: results are identical on every backend,
-    and conditions that leave the initial observation unchanged are paired.
-    ``deterministic`` is ignored.
+    its own stream, seeded from SEED (default 0) and the episode's reset seed
+    (``reset(slots, seeds=...)``, which robogen's workers pass), so episode i
+    draws the same actions in every condition and on every backend: gaps of a
+    random baseline are paired. Called without seeds, a slot's stream is
+    seeded from a hash of its first observation instead. ``deterministic`` is
+    ignored.
 
 ``python:pkg.module:factory`` or ``python:path/to/file.py:factory``:
     Imports the module (or executes the file) and calls ``factory(ctx)`` with
@@ -72,10 +72,13 @@ class RandomPolicy:
         self._high = np.asarray(high, dtype=np.float64)
         self._rngs: dict[int, np.random.Generator] = {}
 
-    def reset(self, slots: Sequence[int]) -> None:
-        """Forget the streams of ``slots``; each is reseeded from its next observation."""
-        for k in slots:
-            self._rngs.pop(int(k), None)
+    def reset(self, slots: Sequence[int], *, seeds: Sequence[int] | None = None) -> None:
+        """Restart the streams of ``slots``: from ``seeds`` if given, else from the next observation."""
+        for i, k in enumerate(slots):
+            if seeds is None:
+                self._rngs.pop(int(k), None)
+            else:
+                self._rngs[int(k)] = np.random.default_rng([self.seed, int(seeds[i])])
 
     def _slot_rng(self, k: int, obs: Any, row: int) -> np.random.Generator:
         rng = self._rngs.get(k)

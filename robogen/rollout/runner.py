@@ -159,9 +159,76 @@ def prepare(cfg: EvalConfig) -> EvalManifest:
         "cuda" if cfg.num_gpus_per_worker > 0 else "cpu",
     )
     policy = load_policy(cfg.policy, ctx)
-    manifest = build_manifest(cfg, env, policy)
-    env.close()
+    try:
+        _check_camera(cfg, env)
+        probe_policy(cfg.policy, policy, env)
+        manifest = build_manifest(cfg, env, policy)
+    finally:
+        env.close()
     return manifest
+
+
+POLICY_CONTRACT = (
+    "policy {uri!r} {what}; a policy's act(obs_batch) must return a (batch, {act_shape}) array "
+    "for the env's action space {space}"
+)
+
+
+def probe_policy(uri: str, policy: Any, env: Any) -> None:
+    """Reset one env and ask ``policy`` for one action, before any run directory exists.
+
+    A policy whose ``reset`` raises or whose actions have the wrong shape is
+    broken for every episode, so it is a setup error. An ``act`` that raises
+    here is not: such episodes are recorded as ``policy_error`` during the run.
+
+    Raises:
+        SpaceMismatchError: If the action batch has the wrong shape.
+        InvalidSpecError: If ``policy.reset`` raises.
+    """
+    from robogen.envs.base import find_scene
+    from robogen.errors import SpaceMismatchError
+    from robogen.rollout.plan import episode_seed
+    from robogen.rollout.worker import accepts_slots
+
+    shape = tuple(getattr(env.action_space, "shape", ()) or ())
+    fmt = {"uri": uri, "act_shape": ", ".join(map(str, shape)), "space": env.action_space}
+    obs, _ = env.reset(seed=episode_seed(0, 0))
+    if callable(getattr(policy, "attach", None)):
+        policy.attach([find_scene(env)])
+    try:
+        policy.reset([0])
+    except Exception as e:  # noqa: BLE001 - any failure of user code is reported the same way
+        raise InvalidSpecError(
+            POLICY_CONTRACT.format(what=f"raised in reset([0]): {type(e).__name__}: {e}", **fmt)
+        ) from e
+    batch = {k: v[None] for k, v in obs.items()} if isinstance(obs, dict) else obs[None]
+    try:
+        if accepts_slots(policy):
+            out = policy.act(batch, deterministic=True, slots=[0])
+        else:
+            out = policy.act(batch, deterministic=True)
+    except Exception:  # noqa: BLE001 - recorded per episode during the run
+        return
+    got = getattr(out, "shape", None)
+    if got is None or tuple(got) != (1, *shape):
+        raise SpaceMismatchError(
+            POLICY_CONTRACT.format(what=f"returned {got if got is not None else type(out).__name__} "
+                                   "for a batch of 1", **fmt)
+        )
+
+
+def _check_camera(cfg: EvalConfig, env: Any) -> None:
+    import mujoco
+
+    from robogen.envs.base import find_scene
+    from robogen.errors import UnknownNameError
+
+    if not cfg.camera:
+        return
+    model = find_scene(env).model
+    names = [mujoco.mj_id2name(model, mujoco.mjtObj.mjOBJ_CAMERA, i) for i in range(model.ncam)]
+    if cfg.camera not in names:
+        raise UnknownNameError(f"camera of {cfg.env}", cfg.camera, [n for n in names if n])
 
 
 def _run(
@@ -218,6 +285,8 @@ def evaluate(cfg: EvalConfig, *, progress: ProgressFn | None = None) -> EvalOutc
         RunDirError: On bad input, before any episode runs or any file is written.
     """
     out = Path(cfg.out) if cfg.out else _default_out(cfg)
+    if out.exists() and not out.is_dir():
+        raise RunDirError(f"--out {str(out)!r} is a file; give a new or empty directory")
     if out.exists() and any(out.iterdir()):
         ResultStore.create(out, None)  # type: ignore[arg-type]  # raises the RunDirError
     manifest = prepare(cfg)

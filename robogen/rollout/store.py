@@ -66,6 +66,7 @@ def write_atomic(path: Path, data: bytes | str) -> None:
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(raw)
+        os.chmod(tmp, 0o644)
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
@@ -142,6 +143,7 @@ class ResultStore:
         os.close(fd)
         try:
             pq.write_table(table, tmp)
+            os.chmod(tmp, 0o644)
             os.replace(tmp, path)
         except BaseException:
             Path(tmp).unlink(missing_ok=True)
@@ -160,7 +162,10 @@ class ResultStore:
             try:
                 rows: list[dict[str, Any]] = pq.read_table(path).to_pylist()
             except Exception as e:  # pyarrow raises several types for damaged files
-                raise RunDirError(f"episode part {str(path)!r} is unreadable: {e}") from e
+                raise RunDirError(
+                    f"episode part {str(path)!r} is unreadable: {e}; delete it and run "
+                    f"robogen eval --resume {str(self.run_dir)!r} to redo its episodes"
+                ) from e
             out.extend(EpisodeResult.from_dict(r) for r in rows)
         return out
 

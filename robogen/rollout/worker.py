@@ -83,13 +83,18 @@ class _Slot:
     wall_time_s: float = 0.0
 
 
-def accepts_slots(policy: Any) -> bool:
-    """True if ``policy.act`` takes a ``slots`` keyword (see the Policy protocol)."""
+def accepts_keyword(fn: Any, name: str) -> bool:
+    """True if callable ``fn`` takes keyword ``name`` (or ``**kwargs``)."""
     try:
-        params = inspect.signature(policy.act).parameters
+        params = inspect.signature(fn).parameters
     except (TypeError, ValueError):
         return False
-    return "slots" in params or any(p.kind is p.VAR_KEYWORD for p in params.values())
+    return name in params or any(p.kind is p.VAR_KEYWORD for p in params.values())
+
+
+def accepts_slots(policy: Any) -> bool:
+    """True if ``policy.act`` takes a ``slots`` keyword (see the Policy protocol)."""
+    return accepts_keyword(policy.act, "slots")
 
 
 class EpisodeWorker:
@@ -117,6 +122,10 @@ class EpisodeWorker:
         )
         self.policy = load_policy(manifest.policy, ctx)
         self._takes_slots = accepts_slots(self.policy)
+        self._takes_seeds = accepts_keyword(self.policy.reset, "seeds")
+        self._action_shape: tuple[int, ...] = tuple(
+            getattr(self._envs[0].action_space, "shape", ()) or ()
+        )
         self.frame_hook: Callable[[int, Any], None] | None = None
         """Called as ``frame_hook(episode_index, env)`` after every step (videos)."""
         self.transition_hook: Callable[[int, Any, np.ndarray, float], None] | None = None
@@ -166,7 +175,15 @@ class EpisodeWorker:
                 raise  # a bad condition is a setup error, not an episode outcome
             except Exception as e:  # noqa: BLE001 - recorded with its cause
                 self._finish(slot, start, cause="sim_unstable", error=_short_error(e))
-        self.policy.reset(list(range(n)))
+        try:
+            if self._takes_seeds:
+                self.policy.reset(list(range(n)), seeds=[s.seed for s in slots])
+            else:
+                self.policy.reset(list(range(n)))
+        except Exception as e:  # noqa: BLE001 - a raising reset fails the unit's episodes
+            for slot in slots:
+                if not slot.done:
+                    self._finish(slot, start, cause="policy_error", error=_short_error(e))
         action_space = envs[0].action_space
         low, high = getattr(action_space, "low", None), getattr(action_space, "high", None)
         while not all(s.done for s in slots):
@@ -187,8 +204,9 @@ class EpisodeWorker:
         else:
             out = self.policy.act(obs, deterministic=True)
         actions = np.asarray(out, dtype=np.float32)
-        if actions.ndim == 0 or actions.shape[0] != len(rows):
-            raise ValueError(f"policy returned {actions.shape} actions for a batch of {len(rows)}")
+        want = (len(rows), *self._action_shape)
+        if actions.shape != want:
+            raise ValueError(f"policy returned actions of shape {actions.shape}, expected {want}")
         return actions
 
     def _act(self, slots: list[_Slot], live: list[int], start: float) -> np.ndarray:

@@ -34,3 +34,12 @@ def test_random_seed_changes_actions():
     a.reset([0])
     b.reset([0])
     assert not np.allclose(a.act(o), b.act(o))
+
+
+def test_random_seeded_by_episode_seed_ignores_observation():
+    a, b = _policy(), _policy()
+    a.reset([0], seeds=[1234])
+    b.reset([0], seeds=[1234])
+    # a visual perturbation changes the observation, not the episode's actions
+    np.testing.assert_array_equal(a.act(np.zeros((1, 3), np.float32)),
+                                  b.act(np.ones((1, 3), np.float32)))

@@ -1,0 +1,275 @@
+"""``robogen collect``, ``robogen scale`` and ``robogen plan`` (registered in :mod:`robogen.cli`).
+
+Exit codes: 0 success, 2 invalid input or setup error (nothing is written).
+JAX, MuJoCo and matplotlib load only when a command runs, so ``--help`` stays instant.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+EXIT_INVALID = 2
+
+
+def _error(message: str) -> None:
+    from rich.console import Console
+
+    Console(stderr=True).print(f"[bold red]error:[/] {message.replace('[', chr(92) + '[')}",
+                               highlight=False)
+    raise typer.Exit(EXIT_INVALID)
+
+
+def _guarded(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """Run ``fn``; robogen's input errors become exit code 2 with the message."""
+    from robogen.errors import RobogenError
+
+    try:
+        return fn(*args, **kwargs)
+    except RobogenError as e:
+        _error(str(e))
+    except FileNotFoundError as e:
+        _error(str(e))
+
+
+def _csv(value: str | None) -> list[str]:
+    return [v.strip() for v in (value or "").split(",") if v.strip()]
+
+
+class _Bars:
+    """One rich progress display with a bar per stage (collect / train / eval)."""
+
+    _UNITS = {"collect": "episodes", "train": "steps", "eval": "episodes"}
+
+    def __init__(self) -> None:
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TextColumn,
+            TimeElapsedColumn,
+            TimeRemainingColumn,
+        )
+
+        self._p = Progress(TextColumn("{task.description:<22}"), BarColumn(),
+                           MofNCompleteColumn(), TimeElapsedColumn(), TextColumn("ETA"),
+                           TimeRemainingColumn())
+        self._tasks: dict[str, Any] = {}
+
+    def __enter__(self) -> _Bars:
+        self._p.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._p.__exit__(*exc)
+
+    def __call__(self, stage: str, done: int, total: int) -> None:
+        if stage not in self._tasks:
+            desc = f"{stage} ({self._UNITS.get(stage, '')})"
+            self._tasks[stage] = self._p.add_task(desc, total=total, completed=done)
+        else:
+            self._p.update(self._tasks[stage], completed=done, total=total)
+
+    def stage(self, name: str) -> Callable[[int, int], None]:
+        return lambda done, total: self(name, done, total)
+
+
+def collect_command(
+    task: Annotated[str, typer.Option(help="Built-in task id, e.g. robogen/PickPlace-v0.")],
+    vary: Annotated[str, typer.Option(
+        help="Comma-separated factors: 'none' (nominal base data), axes, or axis+axis pairs."
+    )] = "none",
+    n: Annotated[int, typer.Option(help="Episodes per factor.")] = 100,
+    out: Annotated[Path, typer.Option(help="Demonstrations directory (appended to).")
+                   ] = Path("demos"),
+    seed: Annotated[int, typer.Option(help="Run seed.")] = 0,
+    severity: Annotated[float, typer.Option(help="Severity of the varied factors, (0, 1].")
+                        ] = 1.0,
+    split: Annotated[str, typer.Option(help="Factor value set: train | test | all.")
+                     ] = "train",
+    image_size: Annotated[int, typer.Option(help="Side of the stored images [px].")] = 84,
+    batch_size: Annotated[int, typer.Option(help="Episodes per chunk (envs stepped together).")
+                          ] = 8,
+) -> None:
+    """Record scripted-expert demonstrations with factor values from the axes' train sets."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from robogen.scaling.demos import collect
+
+    factors = _csv(vary)
+    with _Bars() as bars:
+        store = _guarded(collect, task, factors, n, out, seed=seed, severity=severity,
+                         split=split, image_size=image_size, batch_size=batch_size,
+                         progress=bars.stage("collect"))
+    eps = store.episodes()
+    t = Table(title=f"demonstrations in {out}")
+    for col in ("factor", "episodes", "expert successes", "steps"):
+        t.add_column(col)
+    for f, g in eps.groupby("factor"):
+        t.add_row(str(f), str(len(g)), str(int(g.success.sum())), str(int(g.length.sum())))
+    Console().print(t)
+
+
+def scale_command(
+    task: Annotated[str, typer.Option(help="Built-in task id with a scripted expert.")],
+    factors: Annotated[str, typer.Option(help="Comma-separated axes, e.g. object_pose,physics.")],
+    out: Annotated[Path, typer.Option(help="Run directory (new, empty, or a killed run).")],
+    points: Annotated[str, typer.Option(
+        help="Demonstrations added per curve, >= 3 distinct non-negative integers.")
+    ] = "0,10,20,40",
+    pairs: Annotated[str, typer.Option(help="none | all | a+b,c+d: factor pairs measured too.")
+                     ] = "none",
+    base: Annotated[int, typer.Option(help="Nominal base demonstrations.")] = 20,
+    eval_episodes: Annotated[int, typer.Option(help="Evaluation episodes per model.")] = 50,
+    seeds: Annotated[int, typer.Option(help="Training seeds per point.")] = 2,
+    obs_mode: Annotated[str, typer.Option(help="state | pixels | state+pixels (BC input).")
+                        ] = "state",
+    steps: Annotated[int | None, typer.Option(help="BC gradient steps per model.")] = None,
+    hidden: Annotated[str | None, typer.Option(help="BC MLP widths, e.g. 256,256.")] = None,
+    lr: Annotated[float | None, typer.Option(help="BC Adam learning rate.")] = None,
+    augment: Annotated[bool | None, typer.Option(
+        "--augment/--no-augment", help="Random-shift augmentation (pixels).")] = None,
+    n_boot: Annotated[int, typer.Option(help="Bootstrap refits per curve.")] = 500,
+    severity: Annotated[float, typer.Option(help="Severity of the varied factors, (0, 1].")
+                        ] = 1.0,
+    image_size: Annotated[int, typer.Option(help="Image side [px].")] = 84,
+    backend: Annotated[str, typer.Option(help="Evaluation backend: serial | ray.")] = "serial",
+    workers: Annotated[int | None, typer.Option(help="Ray workers.")] = None,
+    address: Annotated[str | None, typer.Option(help="Existing Ray cluster address.")] = None,
+    seed: Annotated[int, typer.Option(help="Run seed.")] = 0,
+) -> None:
+    """Measure factored scaling curves: collect, train BC, evaluate on held-out values, fit.
+
+    Writes OUT/curves.json, OUT/curves.png and OUT/scaling.html; rerun the same
+    command to resume a killed run.
+    """
+    from rich.console import Console
+
+    from robogen.scaling import loop
+
+    overrides: dict[str, Any] = {}
+    if steps is not None:
+        overrides["steps"] = steps
+    if lr is not None:
+        overrides["lr"] = lr
+    if augment is not None:
+        overrides["augment"] = augment
+    if hidden is not None:
+        try:
+            overrides["hidden"] = tuple(int(h) for h in _csv(hidden))
+        except ValueError:
+            _error(f"--hidden must be comma-separated integers such as 256,256, got {hidden!r}")
+
+    def build() -> Any:
+        factor_list = tuple(_csv(factors))
+        return loop.ScaleConfig(
+            task=task, factors=factor_list, points=loop.parse_points(points),
+            pairs=loop.parse_pairs(pairs, factor_list), base=base, eval_episodes=eval_episodes,
+            seeds=seeds, obs_mode=obs_mode, seed=seed, severity=severity,
+            image_size=image_size, bc=loop.default_bc_config(obs_mode, **overrides),
+            n_boot=n_boot)
+
+    config = _guarded(build)
+    _guarded(loop.validate, config)
+    with _Bars() as bars:
+        outcome = _guarded(loop.run_scale, config, out, backend=backend, workers=workers,
+                           address=address, progress=bars)
+    c = Console()
+    for w in outcome.warnings:
+        c.print(f"[yellow]note:[/] {w}", highlight=False)
+    c.print(f"[bold green]done:[/] {outcome.trained} models trained, {outcome.reused} reused")
+    from robogen.scaling.curves import load_curves
+
+    curves = load_curves(outcome.curves_path)
+    for name, cv in curves.curves.items():
+        f = cv.fit
+        c.print(f"  {name}: a={f.a:.3g} b={f.b:.3g} n0={f.n0:.3g}  " + "  ".join(
+            f"x={p.x}:{p.successes}/{p.n}" for p in cv.points), highlight=False)
+    for label, p in (("curves", outcome.curves_path), ("plot", outcome.plot_path),
+                     ("report", outcome.html_path)):
+        c.print(f"  {label}: {p}")
+
+
+def _costs(value: str | None) -> dict[str, float]:
+    from robogen.errors import InvalidSpecError
+
+    out = {}
+    for item in _csv(value):
+        name, sep, num = item.partition("=")
+        try:
+            if not sep or not name.strip():
+                raise ValueError
+            out[name.strip()] = float(num)
+        except ValueError:
+            raise InvalidSpecError(
+                f"--cost must look like texture=2,lighting=1.5 (cost per demonstration), got "
+                f"{item!r}") from None
+    return out
+
+
+def plan_command(
+    curves: Annotated[Path, typer.Option(help="curves.json written by robogen scale.")],
+    budget: Annotated[float, typer.Option(help="Budget [cost units; demonstrations by default].")],
+    cost: Annotated[str | None, typer.Option(
+        help="Cost per demonstration by factor, e.g. texture=2,lighting=1.5 (default 1).")
+    ] = None,
+    method: Annotated[str, typer.Option(help="greedy | fsc_topk | equal | worst_first.")
+                      ] = "greedy",
+    lcb: Annotated[float | None, typer.Option(
+        help="Greedy/fsc_topk on the lower confidence bound at this level (e.g. 0.8).")] = None,
+    k: Annotated[int, typer.Option(help="Curves funded by fsc_topk.")] = 2,
+    step: Annotated[int, typer.Option(help="Demonstrations per greedy increment.")] = 1,
+    task: Annotated[str | None, typer.Option(help="Require curves of this task id.")] = None,
+    out: Annotated[Path | None, typer.Option(
+        help="Write the plan as JSON to this file (or DIR/plan.json for a directory).")] = None,
+    report: Annotated[Path | None, typer.Option(
+        help="Write the scaling report with this plan (HTML) here.")] = None,
+) -> None:
+    """Split a demonstration budget across factors from their fitted scaling curves."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from robogen.scaling.curves import load_curves
+    from robogen.scaling.planner import METHODS, plan_budget
+
+    cf = _guarded(load_curves, curves, task=task)
+    costs = _guarded(_costs, cost)
+    plan = _guarded(plan_budget, cf, budget, costs=costs, method=method, lcb=lcb, k=k,
+                    step=step)
+    pct = f"{plan.confidence * 100:g}%"
+    t = Table(title=f"{plan.method} plan for {cf.task}, budget {plan.budget:g}")
+    for col in ("factor", "demos", "cost", "success now", f"predicted success [{pct} band]"):
+        t.add_column(col, justify="left" if col == "factor" else "right")
+    for f in plan.factors:
+        t.add_row(f.factor, str(f.demos), f"{f.cost:g}", f"{f.success_now:.3f}",
+                  f"{f.success:.3f} [{f.low:.3f}, {f.high:.3f}]")
+    t.add_row("total", str(sum(f.demos for f in plan.factors)),
+              f"{plan.total_cost:g}", "", f"mean {plan.mean_success:.3f}")
+    c = Console()
+    c.print(t)
+    others = []
+    for m in METHODS:
+        if m != plan.method:
+            alt = _guarded(plan_budget, cf, budget, costs=costs, method=m, k=k, step=step)
+            others.append(f"{m} {alt.mean_success:.3f}")
+    c.print("mean predicted success of the other methods: " + ", ".join(others),
+            highlight=False)
+    if out is not None:
+        from robogen.rollout.store import write_atomic
+
+        if out.is_dir():
+            out = out / "plan.json"
+
+        doc = {"schema": "robogen.plan", "version": 1, "task": cf.task,
+               "curves": str(curves), "costs": costs, **plan.to_dict()}
+        write_atomic(out, json.dumps(doc, indent=2))
+        c.print(f"  plan: {out}")
+    if report is not None:
+        from robogen.scaling.report import write_scaling_html
+
+        c.print(f"  report: {write_scaling_html(report, cf, plans=[plan])}")
