@@ -107,6 +107,18 @@ def _print_outcome(outcome: Any) -> None:
     for kind in ("md", "html", "json"):
         if kind in outcome.files:
             c.print(f"  report.{kind}: {outcome.files[kind]}")
+    rj = outcome.files.get("json")
+    if rj and Path(rj).exists():
+        import json
+
+        errors = json.loads(Path(rj).read_text()).get("errors") or []
+        n_err = sum(int(k) for _, _, k in errors)
+        if n_err:
+            c.print(
+                f"[bold yellow]warning:[/] {n_err} of {outcome.n_episodes} episodes raised "
+                f"(counted as failures); most frequent: {errors[0][1]}",
+                highlight=False,
+            )
     md = outcome.files.get("md")
     if md and Path(md).exists():
         c.print()

@@ -113,7 +113,15 @@ def build_report(
         n_boot=n_boot,
         bootstrap_seed=seed,
         created=created or datetime.now(UTC).isoformat(timespec="seconds"),
+        errors=_errors(results),
     )
+
+
+def _errors(results: Sequence[EpisodeResult], top: int = 10) -> tuple[tuple[str, str, int], ...]:
+    """Distinct ``(cause, message, count)`` of episodes that raised, most frequent first."""
+    counts = Counter((r.cause or "", r.error) for r in results if r.error)
+    ranked = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
+    return tuple((cause, msg, n) for (cause, msg), n in ranked[:top])
 
 
 def failure_pairs(

@@ -215,6 +215,9 @@ class Report:
         n_boot: Bootstrap resamples per interval.
         bootstrap_seed: Seed of the bootstrap resampling.
         created: ISO 8601 UTC time the report was built.
+        errors: Distinct error messages of episodes that raised (``policy_error``,
+            ``sim_unstable``) as ``(cause, message, count)``, most frequent first
+            (at most 10).
     """
 
     schema_version: int
@@ -230,6 +233,7 @@ class Report:
     n_boot: int
     bootstrap_seed: int
     created: str
+    errors: tuple[tuple[str, str, int], ...] = ()
 
     def condition(self, name: str) -> ConditionStats:
         """Stats of the condition called ``name`` (KeyError if absent)."""
@@ -274,6 +278,7 @@ class Report:
             n_boot=int(d["n_boot"]),
             bootstrap_seed=int(d["bootstrap_seed"]),
             created=str(d["created"]),
+            errors=tuple((str(c), str(m), int(k)) for c, m, k in d.get("errors", ())),
         )
 
 

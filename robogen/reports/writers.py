@@ -179,6 +179,10 @@ def render_markdown(report: Report, *, videos: Mapping[str, str] | None = None) 
             f"- {', '.join(f'`{c}`' for c in conds)}: **{status}**: {_md_escape(note)}"
             for (status, note), conds in notes.items()
         ]
+    if report.errors:
+        n_err = sum(k for _, _, k in report.errors)
+        out += ["", f"**Errors** ({n_err} episodes raised; counted as failures)"]
+        out += [f"- {k}× `{cause}`: {_md_escape(msg)}" for cause, msg, k in report.errors]
     if videos:
         out += [
             "",
@@ -377,6 +381,12 @@ def render_html(
             f"{e(note)}</li>"
             for (status, note), conds in notes.items()
         ]
+        parts.append("</ul>")
+    if report.errors:
+        parts.append("<h2>Errors</h2><p class=\"note\">Episodes that raised; counted as "
+                     "failures, never dropped.</p><ul>")
+        parts += [f"<li>{k}&times; <code>{e(cause)}</code>: {e(msg)}</li>"
+                  for cause, msg, k in report.errors]
         parts.append("</ul>")
     if videos:
         parts.append(

@@ -44,6 +44,9 @@ def test_policy_errors_fail_only_their_episodes(tmp_path, factory):
     nominal = next(c for c in report["conditions"] if c["condition"] == "nominal")
     assert nominal["causes"]["policy_error"] == sum(r.condition == "nominal" for r in bad)
     assert nominal["successes"] == sum(r.condition == "nominal" for r in good)
+    # the error text reaches the report, not only the episode table
+    assert report["errors"] and report["errors"][0][0] == "policy_error"
+    assert needle in (out.run_dir / "report.md").read_text()
 
 
 def test_gl_backend_chosen_before_mujoco_import():
