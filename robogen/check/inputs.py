@@ -194,7 +194,9 @@ def require_policy_uri(source: str | Path, role: str) -> str:
     return uri
 
 
-def load_saved(source: str | Path, role: str = "baseline") -> RunData:
+def load_saved(
+    source: str | Path, role: str = "baseline", *, require_complete: bool = True
+) -> RunData:
     """Load a run directory or a report.json.
 
     A run directory gives per-episode outcomes (pairable); a report.json alone
@@ -203,7 +205,9 @@ def load_saved(source: str | Path, role: str = "baseline") -> RunData:
 
     Raises:
         RunDirError: If the path is missing, not a run directory or report, has
-            no finished episodes, or its manifest or report is corrupt.
+            no finished episodes, is unfinished (``require_complete``; a run
+            stopped early by the sequential mode is partial on purpose), or its
+            manifest or report is corrupt.
     """
     from robogen.reports.writers import load_report
     from robogen.rollout.store import MANIFEST, ResultStore
@@ -226,6 +230,15 @@ def load_saved(source: str | Path, role: str = "baseline") -> RunData:
         store = ResultStore.open(run_dir)
         results = store.load_results()
         if results:
+            from robogen.rollout.runner import plan_units
+
+            missing = len(plan_units(store.manifest)) - len(store.done_units())
+            if missing > 0 and require_complete:
+                raise RunDirError(
+                    f"{role} run {str(run_dir)!r} is incomplete: {missing} of "
+                    f"{len(plan_units(store.manifest))} work units have no episodes; finish it "
+                    f"with robogen eval --resume {str(run_dir)!r}"
+                )
             m = store.manifest
             info = RunInfo(str(source), "run_dir", m.policy, str(run_dir), m.seed, m.n_episodes)
             return RunData.from_results(m, results, info)
@@ -252,8 +265,13 @@ def _protocol_view(m: EvalManifest, name: str) -> Any:
 
     if name == "render":
         return {k: v for k, v in to_dict(m.render).items() if k != "mujoco_gl"}
-    if name == "conditions":
-        return [to_dict(c) for c in m.conditions]
+    if name == "conditions":  # order-insensitive: the same set of conditions compares equal
+        conds = [to_dict(c) for c in m.conditions]
+        for c in conds:
+            c["levels"] = sorted(c["levels"], key=lambda lv: (lv["axis"], lv["split"]))
+        return sorted(conds, key=lambda c: c["name"])
+    if name == "axes":
+        return sorted(m.axes)
     v = getattr(m, name)
     return list(v) if isinstance(v, tuple) else v
 

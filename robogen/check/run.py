@@ -141,7 +141,7 @@ def _evaluate(cfg: EvalConfig, uri: str, progress: ProgressFn | None) -> RunData
     from robogen.rollout.runner import evaluate
 
     outcome = evaluate(cfg, progress=progress)
-    return _evaluated_info(uri, load_saved(outcome.run_dir))
+    return _evaluated_info(uri, load_saved(outcome.run_dir, require_complete=False))
 
 
 class _EvalSide:

@@ -13,6 +13,7 @@ from typer.testing import CliRunner
 from robogen.check import REGRESSION, load_check
 from robogen.check.inputs import load_saved
 from robogen.cli import app
+from robogen.errors import RunDirError
 
 FIXTURES = Path(__file__).parent / "degraded_policies.py"
 DEGRADED = f"python:{FIXTURES}:nominal_kinematics_reach"
@@ -82,8 +83,10 @@ def test_sequential_mode_stops_early_and_says_what_it_saved(
     assert 0 < seq.episodes_saved == seq.episodes_budget - seq.episodes_run
     assert f"{seq.episodes_saved} saved" in output
     # the partial candidate run holds exactly the episodes that ran
-    assert sum(n for _, n in load_saved(tmp_path / "candidate").counts.values()) == \
-        seq.episodes_run
+    partial = load_saved(tmp_path / "candidate", require_complete=False)
+    assert sum(n for _, n in partial.counts.values()) == seq.episodes_run
+    with pytest.raises(RunDirError, match="incomplete"):  # a user's unfinished run is refused
+        load_saved(tmp_path / "candidate")
 
 
 def test_same_policy_against_its_own_run_is_no_regression(
