@@ -7,6 +7,9 @@ Modules:
     :mod:`~robogen.scaling.curves`: fitting ``success(x) = 1 - a (x + n0)^b`` with bootstrap
     bands, ``curves.json``. :mod:`~robogen.scaling.curves_plot`: the figure.
     :mod:`~robogen.scaling.planner`: budget allocation across factors.
+    :mod:`~robogen.scaling.loop`: the ``robogen scale`` loop (collect, train, evaluate, fit;
+    resumable), built from :mod:`~robogen.scaling.pipeline`.
+    :mod:`~robogen.scaling.report`: ``scaling.html``.
 
 JAX and matplotlib are imported only when a name that needs them is first used.
 """
@@ -28,6 +31,11 @@ _LAZY = {
     "Allocation": "planner", "FactorAllocation": "planner", "plan_budget": "planner",
     "Collection": "demos", "DemoStore": "demos", "collect": "demos",
     "demo_episode_index": "demos", "factor_condition": "demos",
+    "ScaleConfig": "loop", "ScaleOutcome": "loop", "default_bc_config": "loop",
+    "run_scale": "loop",
+    "ModelJob": "pipeline", "collect_demos": "pipeline", "eval_manifest": "pipeline",
+    "run_eval": "pipeline", "train_models": "pipeline",
+    "render_scaling_html": "report", "write_scaling_html": "report",
 }
 
 __all__ = sorted(_LAZY)

@@ -42,8 +42,6 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import json
-import math
-import shutil
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -53,8 +51,22 @@ import numpy as np
 
 from robogen.errors import InvalidSpecError, RunDirError, UnknownNameError
 from robogen.scaling.bc import BCConfig
-from robogen.scaling.demos import BASE_FACTOR, EXPERT_TASKS, DemoStore, collect, factor_condition
-from robogen.types import Condition, EpisodeResult, EvalManifest, RenderSettings
+from robogen.scaling.demos import BASE_FACTOR, EXPERT_TASKS, factor_condition
+from robogen.scaling.pipeline import (
+    ModelJob,
+    collect_demos,
+    eval_manifest,
+    is_saved,
+    outcomes_by_condition,
+    run_eval,
+    train_models,
+)
+
+__all__ = [
+    "ModelJob", "ScaleConfig", "ScaleOutcome", "collect_demos", "default_bc_config",
+    "eval_manifest", "is_saved", "model_jobs", "model_name", "outcomes_by_condition",
+    "parse_pairs", "parse_points", "run_eval", "run_scale", "train_models", "validate",
+]
 
 SCALE_FILE = "scale.json"
 SCALE_SCHEMA_VERSION = 1
@@ -77,9 +89,6 @@ OTHER_SETTINGS = (
 NOT_A_SCALE_DIR = (
     "{out} is not empty and holds no {file}; choose an empty or new --out directory"
 )
-MAX_TOP_UPS = 4
-MLP_MODELS_PER_CALL = 64
-CNN_MODELS_PER_CALL = 8
 
 Progress = Callable[[str, int, int], None]
 """``progress(stage, done, total)`` with stage ``collect`` (episodes), ``train`` (gradient
@@ -89,21 +98,26 @@ steps of the current call) or ``eval`` (episodes)."""
 def default_bc_config(obs_mode: str = "state", **overrides: Any) -> BCConfig:
     """The BC settings of the scale loop (overridable per field).
 
-    State: a 256-256 MLP, 3000 steps of batch 256, AdamW with learning rate 1e-3 and
+    State: a 256-256 MLP, 3000 steps of batch 64, AdamW with learning rate 1e-3 and
     decoupled weight decay 1.0. The weight decay matters: with few demonstrations
     (Reach: ~12 steps each) and 13 of 30 state features irrelevant to the task, plain
-    Adam overfits (held-out action MSE 0.0065 against 0.0016 with decay on 150
-    demonstrations) and the rollouts drift away from the target (nominal success
-    0.08-0.98 across seeds at 200 demonstrations; with decay 1.0 at all of 8 seeds,
-    ~0.83 at 40). The decay per step is ``lr * weight_decay``, so it acts together with
-    ``steps``: 1500 steps gave ~0.53 at 40 demonstrations. See the pinned Reach success
-    in ``tests/scaling/test_loop.py``. Pixels: the small CNN with DrQ random-shift
-    augmentation. Progress is reported every tenth of training.
+    Adam overfits (held-out action MSE 0.0065 against 0.0016 with decay, 150
+    demonstrations) and its rollouts drift away from the target (nominal success 0.08-0.98
+    across 8 seeds at 200 demonstrations, mostly ~0.2; with decay, 1.0 at every seed).
+    The decay per step is ``lr * weight_decay``, so it acts together with ``steps`` (1500
+    steps: ~0.53 at 40 demonstrations, 3000: ~0.85). Batch 256 was no better than 64 and
+    twice as slow. Nominal Reach success with these settings: 11/50 at 10
+    demonstrations, 30/50 at 20, 48/50 at 40, 100/100 at 200 (pinned in
+    ``tests/scaling/test_loop.py``).
+
+    Pixels: the small CNN with DrQ random-shift augmentation, batch 64, no weight decay
+    (untuned: on 2 CPU cores one step of one 84x84 model takes ~0.16 s, so pixel curves
+    want a GPU). Progress is reported every tenth of training.
     """
     base: dict[str, Any] = {"arch": "mlp", "hidden": (256, 256), "steps": 3000,
-                            "batch_size": 256, "lr": 1e-3, "weight_decay": 1.0}
+                            "batch_size": 64, "lr": 1e-3, "weight_decay": 1.0}
     if obs_mode != "state":
-        base.update(arch="cnn", augment=True)
+        base.update(arch="cnn", augment=True, batch_size=64, weight_decay=0.0)
     base.update(overrides)
     base.setdefault("chunk_steps", max(1, int(base["steps"]) // 10))
     return BCConfig(**base)
@@ -167,21 +181,6 @@ class ScaleConfig:
         for k in ("factors", "points", "pairs"):
             kw[k] = tuple(kw[k])
         return cls(**kw)
-
-
-@dataclass(frozen=True)
-class ModelJob:
-    """One BC model to train: its checkpoint name, training data and seed.
-
-    Attributes:
-        name: Directory name under ``models/``.
-        counts: Factor -> first successful demonstrations used (``none`` is the base data).
-        seed: Training seed.
-    """
-
-    name: str
-    counts: Mapping[str, int]
-    seed: int
 
 
 @dataclass(frozen=True)
@@ -334,75 +333,7 @@ def _open_run_dir(config: ScaleConfig, out: Path) -> None:
         raise RunDirError(NOT_A_SCALE_DIR.format(out=out, file=SCALE_FILE))
 
 
-# ---- step 1: demonstrations ------------------------------------------------------------------
-
-
-def collect_demos(
-    task: str,
-    targets: Mapping[str, int],
-    out: Path,
-    *,
-    seed: int = 0,
-    severity: float = 1.0,
-    image_size: int = 84,
-    batch_size: int = 8,
-    progress: Callable[[int, int], None] | None = None,
-) -> DemoStore:
-    """Collect until each factor has ``targets[factor]`` successful expert demonstrations.
-
-    Collection is resumable (:func:`robogen.scaling.demos.collect`); episodes where the
-    expert fails are kept in the store but skipped by training, and more episodes are
-    collected (at most ``MAX_TOP_UPS`` rounds) until the target is met.
-
-    Args:
-        task: Built-in task id.
-        targets: Factor name (``none``, an axis or ``axis+axis``) -> successful episodes.
-        out: Demonstrations directory.
-        seed: Run seed.
-        severity: Severity of the varied factors.
-        image_size: Side of the stored images [px].
-        batch_size: Episodes per chunk.
-        progress: ``progress(done, total)`` in episodes.
-
-    Returns:
-        The store.
-
-    Raises:
-        InvalidSpecError: If the expert fails too often to reach a target.
-    """
-    want = {f: int(n) for f, n in targets.items() if n > 0}
-    asked = dict(want)
-    total = sum(asked.values())
-    store: DemoStore | None = None
-    for round_ in range(MAX_TOP_UPS + 1):
-        offset = 0
-        for f, n in asked.items():
-            def report(done: int, _t: int, offset: int = offset) -> None:
-                if progress:
-                    progress(offset + done, total)
-
-            store = collect(task, [f], n, out, seed=seed, severity=severity, split="train",
-                            image_size=image_size, batch_size=batch_size, progress=report)
-            offset += n
-        eps = store.episodes()
-        ok = eps[eps.success].groupby("factor").size().to_dict()
-        short = {f: n for f, n in want.items() if ok.get(f, 0) < n}
-        if not short:
-            return store  # type: ignore[return-value]
-        if round_ == MAX_TOP_UPS:
-            break
-        for f in short:
-            have, tried = ok.get(f, 0), asked[f]
-            rate = max(have / tried, 0.2)
-            asked[f] = tried + math.ceil((want[f] - have) / rate) + 1
-        total = sum(asked.values())
-    raise InvalidSpecError(
-        "the scripted expert succeeded too rarely to collect the demonstrations asked for: " +
-        ", ".join(f"{f}: {ok.get(f, 0)} successful of {asked[f]} (need {n})"
-                  for f, n in short.items()) + "; lower --severity or the counts")
-
-
-# ---- step 2: training ------------------------------------------------------------------------
+# ---- the models of a run --------------------------------------------------------------------
 
 
 def model_jobs(config: ScaleConfig) -> list[ModelJob]:
@@ -420,182 +351,6 @@ def model_jobs(config: ScaleConfig) -> list[ModelJob]:
 def model_name(curve: str, x: int, s: int) -> str:
     """Checkpoint directory name of (curve, x, seed index)."""
     return f"{BASE_FACTOR}-x0-s{s}" if x == 0 else f"{curve}-x{x}-s{s}"
-
-
-def is_saved(path: Path) -> bool:
-    """True if ``path`` holds a complete BC checkpoint (``bc.json`` is written last)."""
-    from robogen.scaling.bc_io import META_FILE
-
-    return (path / META_FILE).is_file()
-
-
-def train_models(
-    store: DemoStore,
-    jobs: Sequence[ModelJob],
-    models_dir: Path,
-    *,
-    config: BCConfig,
-    obs_mode: str = "state",
-    action_low: Any = None,
-    action_high: Any = None,
-    progress: Callable[[int, int], None] | None = None,
-) -> tuple[int, int]:
-    """Train every job whose checkpoint is missing, vmapped, and save each to ``models_dir``.
-
-    The union of the jobs' demonstrations is loaded once; job ``k`` trains on the rows of
-    the first ``counts[f]`` successful episodes of each factor ``f``.
-
-    Returns:
-        ``(trained, reused)`` model counts.
-
-    Raises:
-        InvalidSpecError: If the store lacks the demonstrations a job needs.
-    """
-    from robogen.scaling.bc import train_bc_ensemble
-    from robogen.scaling.bc_io import save_bc
-
-    todo = [j for j in jobs if not is_saved(models_dir / j.name)]
-    if not todo:
-        return 0, len(jobs)
-    need: dict[str, int] = {}
-    for j in todo:
-        for f, n in j.counts.items():
-            need[f] = max(need.get(f, 0), int(n))
-    obs, actions, rows = _training_data(store, need, obs_mode)
-    subsets = [np.concatenate([r for f, n in j.counts.items() for r in rows[f][:n]])
-               for j in todo]
-    per_call = CNN_MODELS_PER_CALL if config.arch == "cnn" else MLP_MODELS_PER_CALL
-    groups = [todo[i:i + per_call] for i in range(0, len(todo), per_call)]
-    sub_groups = [subsets[i:i + per_call] for i in range(0, len(todo), per_call)]
-    total = len(groups) * config.steps
-    for g, (group, subs) in enumerate(zip(groups, sub_groups, strict=True)):
-        def report(done: int, _steps: int, g: int = g) -> None:
-            if progress:
-                progress(g * config.steps + done, total)
-
-        models = train_bc_ensemble(obs, actions, subs, seeds=[j.seed for j in group],
-                                   config=config, action_low=action_low,
-                                   action_high=action_high, progress=report)
-        for job, model in zip(group, models, strict=True):
-            info = dict(model.train_info) | {"counts": dict(job.counts)}
-            save_bc(dataclasses.replace(model, train_info=info), models_dir / job.name)
-    return len(todo), len(jobs) - len(todo)
-
-
-def _training_data(store: DemoStore, need: Mapping[str, int], obs_mode: str
-                   ) -> tuple[Any, np.ndarray, dict[str, list[np.ndarray]]]:
-    """Observations, actions and per factor the row indices of each episode, in order."""
-    parts, rows, start = [], {}, 0
-    for f, n in need.items():
-        if n <= 0:
-            rows[f] = []
-            continue
-        d = store.load({f: n}, pixels=obs_mode != "state")
-        ep = d["episode"]
-        order = np.unique(ep)
-        rows[f] = [start + np.flatnonzero(ep == e) for e in order]
-        start += len(ep)
-        parts.append(d)
-    actions = np.concatenate([d["action"] for d in parts])
-    state = np.concatenate([d["state"] for d in parts])
-    if obs_mode == "state":
-        obs: Any = state
-    else:
-        pixels = np.concatenate([d["pixels"] for d in parts])
-        obs = pixels if obs_mode == "pixels" else {"state": state, "pixels": pixels}
-    return obs, actions, rows
-
-
-# ---- step 3: evaluation ----------------------------------------------------------------------
-
-
-def eval_manifest(
-    task: str,
-    policy: str,
-    conditions: Sequence[Condition],
-    *,
-    n_episodes: int,
-    seed: int,
-    obs_mode: str = "state",
-    image_size: int = 84,
-    batch_size: int = 10,
-) -> EvalManifest:
-    """The evaluation manifest of one model on ``conditions`` (same seed: paired episodes).
-
-    Pixel observations use the render settings of the demonstrations (``front`` camera,
-    ``image_size`` square, no shadows or MSAA).
-    """
-    from robogen.envs import make
-    from robogen.rollout.runner import MANIFEST_SCHEMA_VERSION, _versions, spec_hash
-
-    probe = make(task)
-    max_steps = int(probe.spec.max_episode_steps)
-    probe.close()
-    axes = tuple(dict.fromkeys(a for c in conditions for a in c.axes))
-    render = RenderSettings(width=image_size, height=image_size, camera="front") \
-        if obs_mode != "state" else RenderSettings()
-    m = EvalManifest(
-        schema_version=MANIFEST_SCHEMA_VERSION, env_id=task, policy=policy, vecnormalize=None,
-        obs_mode=obs_mode, axes=axes,
-        severities=tuple(sorted({lv.severity for c in conditions for lv in c.levels})),
-        splits=tuple(sorted({lv.split for c in conditions for lv in c.levels})),
-        combined=False, n_episodes=n_episodes, seed=seed, max_steps=max_steps,
-        batch_size=min(batch_size, n_episodes), success_threshold=None,
-        conditions=tuple(conditions), render=render, versions=_versions(),
-        policy_obs_mode=obs_mode,
-    )
-    return dataclasses.replace(m, spec_hash=spec_hash(m))
-
-
-def run_eval(
-    run_dir: Path,
-    manifest: EvalManifest,
-    *,
-    backend: str = "serial",
-    workers: int | None = None,
-    address: str | None = None,
-    progress: Callable[[int, int], None] | None = None,
-) -> list[EpisodeResult]:
-    """Run (or finish) one evaluation in ``run_dir`` with the rollout pipeline.
-
-    A run dir with the same episodes (all but the policy path compared) is resumed: only
-    units without a stored part run. One with other episodes is an error.
-
-    Returns:
-        The stored episodes, ordered by (condition unit, episode index).
-
-    Raises:
-        RunDirError: If ``run_dir`` holds another evaluation.
-    """
-    from robogen.rollout.runner import _run, spec_hash
-    from robogen.rollout.store import EPISODES_DIR, MANIFEST, ResultStore, write_atomic
-    from robogen.types import to_dict
-
-    run_dir = Path(run_dir)
-    if (run_dir / MANIFEST).is_file():
-        old = ResultStore.open(run_dir).manifest
-        same = spec_hash(dataclasses.replace(old, policy=manifest.policy)) == manifest.spec_hash
-        if not same:
-            raise RunDirError(
-                f"{str(run_dir)!r} holds an evaluation with other settings; delete it to "
-                "evaluate again")
-        if old.policy != manifest.policy:
-            write_atomic(run_dir / MANIFEST, json.dumps(to_dict(manifest), indent=2))
-        store = ResultStore(run_dir, manifest)
-    else:
-        if run_dir.exists() and not any((run_dir / EPISODES_DIR).glob("*.parquet")):
-            shutil.rmtree(run_dir)  # a run killed before its manifest landed
-        store = ResultStore.create(run_dir, manifest)
-    _run(store, backend, workers, address, 0.0, progress)
-    return store.load_results()
-
-
-def outcomes_by_condition(results: Sequence[EpisodeResult]) -> dict[str, np.ndarray]:
-    """Condition -> ``(n,) bool`` success ordered by episode index."""
-    by: dict[str, list[tuple[int, bool]]] = {}
-    for r in results:
-        by.setdefault(r.condition, []).append((r.episode_index, r.success))
-    return {c: np.array([s for _, s in sorted(v)], bool) for c, v in by.items()}
 
 
 # ---- the loop --------------------------------------------------------------------------------

@@ -81,7 +81,7 @@ def render_scaling_html(
     if expert:
         rows = [[f, str(v.get("successes")), str(v.get("episodes"))] for f, v in expert.items()]
         parts.append("<h2>Demonstrations</h2>")
-        parts.append(_html_table(["factor", "expert successes (used)", "episodes recorded"],
+        parts.append(_html_table(["factor", "expert successes", "episodes recorded"],
                                  rows))
     meta = json.dumps(dict(curves.meta), indent=2, default=str)
     parts.append(f"<h2>Settings</h2><pre>{e(meta)}</pre>")

@@ -1,0 +1,301 @@
+"""Building blocks of the scaling loop: collect demonstrations, train BC models, evaluate them.
+
+Used by :func:`robogen.scaling.loop.run_scale` and ``benchmarks/validate_plan.py``; each
+step resumes where a killed run stopped:
+
+* :func:`collect_demos`: scripted-expert demonstrations until every factor has enough
+  successful ones (:func:`robogen.scaling.demos.collect`, appended chunk by chunk).
+* :func:`train_models`: every :class:`ModelJob` without a saved checkpoint, in one
+  ``jax.vmap``-ed :func:`~robogen.scaling.bc.train_bc_ensemble` call (a few calls for large
+  CNN ensembles), each saved with :func:`~robogen.scaling.bc_io.save_bc` (``bc.json`` last).
+* :func:`eval_manifest` / :func:`run_eval`: a checkpoint (``flax:PATH``) on given conditions
+  with the evaluation pipeline (:mod:`robogen.rollout`: worker, serial or Ray backend,
+  :class:`~robogen.rollout.store.ResultStore`); finished work units are never rerun.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import shutil
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from robogen.errors import InvalidSpecError, RunDirError
+from robogen.scaling.bc import BCConfig
+from robogen.scaling.demos import DemoStore, collect
+from robogen.types import Condition, EpisodeResult, EvalManifest, RenderSettings
+
+MAX_TOP_UPS = 4
+"""Rounds of extra collection when the expert fails some demonstrations."""
+MLP_MODELS_PER_CALL = 64
+CNN_MODELS_PER_CALL = 8
+"""Models per vmapped training call (memory of a CNN ensemble grows with K x batch x image)."""
+
+
+@dataclass(frozen=True)
+class ModelJob:
+    """One BC model to train: its checkpoint name, training data and seed.
+
+    Attributes:
+        name: Directory name under ``models/``.
+        counts: Factor -> first successful demonstrations used (``none`` is the base data).
+        seed: Training seed.
+    """
+
+    name: str
+    counts: Mapping[str, int]
+    seed: int
+
+
+
+# ---- step 1: demonstrations ------------------------------------------------------------------
+
+
+def collect_demos(
+    task: str,
+    targets: Mapping[str, int],
+    out: Path,
+    *,
+    seed: int = 0,
+    severity: float = 1.0,
+    image_size: int = 84,
+    batch_size: int = 8,
+    progress: Callable[[int, int], None] | None = None,
+) -> DemoStore:
+    """Collect until each factor has ``targets[factor]`` successful expert demonstrations.
+
+    Collection is resumable (:func:`robogen.scaling.demos.collect`); episodes where the
+    expert fails are kept in the store but skipped by training, and more episodes are
+    collected (at most ``MAX_TOP_UPS`` rounds) until the target is met.
+
+    Args:
+        task: Built-in task id.
+        targets: Factor name (``none``, an axis or ``axis+axis``) -> successful episodes.
+        out: Demonstrations directory.
+        seed: Run seed.
+        severity: Severity of the varied factors.
+        image_size: Side of the stored images [px].
+        batch_size: Episodes per chunk.
+        progress: ``progress(done, total)`` in episodes.
+
+    Returns:
+        The store.
+
+    Raises:
+        InvalidSpecError: If the expert fails too often to reach a target.
+    """
+    want = {f: int(n) for f, n in targets.items() if n > 0}
+    asked = dict(want)
+    total = sum(asked.values())
+    store: DemoStore | None = None
+    for round_ in range(MAX_TOP_UPS + 1):
+        offset = 0
+        for f, n in asked.items():
+            def report(done: int, _t: int, offset: int = offset, total: int = total) -> None:
+                if progress:
+                    progress(offset + done, total)
+
+            store = collect(task, [f], n, out, seed=seed, severity=severity, split="train",
+                            image_size=image_size, batch_size=batch_size, progress=report)
+            offset += n
+        eps = store.episodes()
+        ok = eps[eps.success].groupby("factor").size().to_dict()
+        short = {f: n for f, n in want.items() if ok.get(f, 0) < n}
+        if not short:
+            return store  # type: ignore[return-value]
+        if round_ == MAX_TOP_UPS:
+            break
+        for f in short:
+            have, tried = ok.get(f, 0), asked[f]
+            rate = max(have / tried, 0.2)
+            asked[f] = tried + math.ceil((want[f] - have) / rate) + 1
+        total = sum(asked.values())
+    raise InvalidSpecError(
+        "the scripted expert succeeded too rarely to collect the demonstrations asked for: " +
+        ", ".join(f"{f}: {ok.get(f, 0)} successful of {asked[f]} (need {n})"
+                  for f, n in short.items()) + "; lower --severity or the counts")
+
+
+
+# ---- step 2: training ------------------------------------------------------------------------
+
+def is_saved(path: Path) -> bool:
+    """True if ``path`` holds a complete BC checkpoint (``bc.json`` is written last)."""
+    from robogen.scaling.bc_io import META_FILE
+
+    return (path / META_FILE).is_file()
+
+
+def train_models(
+    store: DemoStore,
+    jobs: Sequence[ModelJob],
+    models_dir: Path,
+    *,
+    config: BCConfig,
+    obs_mode: str = "state",
+    action_low: Any = None,
+    action_high: Any = None,
+    progress: Callable[[int, int], None] | None = None,
+) -> tuple[int, int]:
+    """Train every job whose checkpoint is missing, vmapped, and save each to ``models_dir``.
+
+    The union of the jobs' demonstrations is loaded once; job ``k`` trains on the rows of
+    the first ``counts[f]`` successful episodes of each factor ``f``.
+
+    Returns:
+        ``(trained, reused)`` model counts.
+
+    Raises:
+        InvalidSpecError: If the store lacks the demonstrations a job needs.
+    """
+    from robogen.scaling.bc import train_bc_ensemble
+    from robogen.scaling.bc_io import save_bc
+
+    todo = [j for j in jobs if not is_saved(models_dir / j.name)]
+    if not todo:
+        return 0, len(jobs)
+    need: dict[str, int] = {}
+    for j in todo:
+        for f, n in j.counts.items():
+            need[f] = max(need.get(f, 0), int(n))
+    obs, actions, rows = _training_data(store, need, obs_mode)
+    subsets = [np.concatenate([r for f, n in j.counts.items() for r in rows[f][:n]])
+               for j in todo]
+    per_call = CNN_MODELS_PER_CALL if config.arch == "cnn" else MLP_MODELS_PER_CALL
+    groups = [todo[i:i + per_call] for i in range(0, len(todo), per_call)]
+    sub_groups = [subsets[i:i + per_call] for i in range(0, len(todo), per_call)]
+    total = len(groups) * config.steps
+    for g, (group, subs) in enumerate(zip(groups, sub_groups, strict=True)):
+        def report(done: int, _steps: int, g: int = g) -> None:
+            if progress:
+                progress(g * config.steps + done, total)
+
+        models = train_bc_ensemble(obs, actions, subs, seeds=[j.seed for j in group],
+                                   config=config, action_low=action_low,
+                                   action_high=action_high, progress=report)
+        for job, model in zip(group, models, strict=True):
+            info = dict(model.train_info) | {"counts": dict(job.counts)}
+            save_bc(dataclasses.replace(model, train_info=info), models_dir / job.name)
+    return len(todo), len(jobs) - len(todo)
+
+
+def _training_data(store: DemoStore, need: Mapping[str, int], obs_mode: str
+                   ) -> tuple[Any, np.ndarray, dict[str, list[np.ndarray]]]:
+    """Observations, actions and per factor the row indices of each episode, in order."""
+    parts, rows, start = [], {}, 0
+    for f, n in need.items():
+        if n <= 0:
+            rows[f] = []
+            continue
+        d = store.load({f: n}, pixels=obs_mode != "state")
+        ep = d["episode"]
+        order = np.unique(ep)
+        rows[f] = [start + np.flatnonzero(ep == e) for e in order]
+        start += len(ep)
+        parts.append(d)
+    actions = np.concatenate([d["action"] for d in parts])
+    state = np.concatenate([d["state"] for d in parts])
+    if obs_mode == "state":
+        obs: Any = state
+    else:
+        pixels = np.concatenate([d["pixels"] for d in parts])
+        obs = pixels if obs_mode == "pixels" else {"state": state, "pixels": pixels}
+    return obs, actions, rows
+
+
+# ---- step 3: evaluation ----------------------------------------------------------------------
+
+
+def eval_manifest(
+    task: str,
+    policy: str,
+    conditions: Sequence[Condition],
+    *,
+    n_episodes: int,
+    seed: int,
+    obs_mode: str = "state",
+    image_size: int = 84,
+    batch_size: int = 10,
+) -> EvalManifest:
+    """The evaluation manifest of one model on ``conditions`` (same seed: paired episodes).
+
+    Pixel observations use the render settings of the demonstrations (``front`` camera,
+    ``image_size`` square, no shadows or MSAA).
+    """
+    from robogen.envs import make
+    from robogen.rollout.runner import MANIFEST_SCHEMA_VERSION, _versions, spec_hash
+
+    probe = make(task)
+    max_steps = int(probe.spec.max_episode_steps)
+    probe.close()
+    axes = tuple(dict.fromkeys(a for c in conditions for a in c.axes))
+    render = RenderSettings(width=image_size, height=image_size, camera="front") \
+        if obs_mode != "state" else RenderSettings()
+    m = EvalManifest(
+        schema_version=MANIFEST_SCHEMA_VERSION, env_id=task, policy=policy, vecnormalize=None,
+        obs_mode=obs_mode, axes=axes,
+        severities=tuple(sorted({lv.severity for c in conditions for lv in c.levels})),
+        splits=tuple(sorted({lv.split for c in conditions for lv in c.levels})),
+        combined=False, n_episodes=n_episodes, seed=seed, max_steps=max_steps,
+        batch_size=min(batch_size, n_episodes), success_threshold=None,
+        conditions=tuple(conditions), render=render, versions=_versions(),
+        policy_obs_mode=obs_mode,
+    )
+    return dataclasses.replace(m, spec_hash=spec_hash(m))
+
+
+def run_eval(
+    run_dir: Path,
+    manifest: EvalManifest,
+    *,
+    backend: str = "serial",
+    workers: int | None = None,
+    address: str | None = None,
+    progress: Callable[[int, int], None] | None = None,
+) -> list[EpisodeResult]:
+    """Run (or finish) one evaluation in ``run_dir`` with the rollout pipeline.
+
+    A run dir with the same episodes (all but the policy path compared) is resumed: only
+    units without a stored part run. One with other episodes is an error.
+
+    Returns:
+        The stored episodes, ordered by (condition unit, episode index).
+
+    Raises:
+        RunDirError: If ``run_dir`` holds another evaluation.
+    """
+    from robogen.rollout.runner import _run, spec_hash
+    from robogen.rollout.store import EPISODES_DIR, MANIFEST, ResultStore, write_atomic
+    from robogen.types import to_dict
+
+    run_dir = Path(run_dir)
+    if (run_dir / MANIFEST).is_file():
+        old = ResultStore.open(run_dir).manifest
+        same = spec_hash(dataclasses.replace(old, policy=manifest.policy)) == manifest.spec_hash
+        if not same:
+            raise RunDirError(
+                f"{str(run_dir)!r} holds an evaluation with other settings; delete it to "
+                "evaluate again")
+        if old.policy != manifest.policy:
+            write_atomic(run_dir / MANIFEST, json.dumps(to_dict(manifest), indent=2))
+        store = ResultStore(run_dir, manifest)
+    else:
+        if run_dir.exists() and not any((run_dir / EPISODES_DIR).glob("*.parquet")):
+            shutil.rmtree(run_dir)  # a run killed before its manifest landed
+        store = ResultStore.create(run_dir, manifest)
+    _run(store, backend, workers, address, 0.0, progress)
+    return store.load_results()
+
+
+def outcomes_by_condition(results: Sequence[EpisodeResult]) -> dict[str, np.ndarray]:
+    """Condition -> ``(n,) bool`` success ordered by episode index."""
+    by: dict[str, list[tuple[int, bool]]] = {}
+    for r in results:
+        by.setdefault(r.condition, []).append((r.episode_index, r.success))
+    return {c: np.array([s for _, s in sorted(v)], bool) for c, v in by.items()}
