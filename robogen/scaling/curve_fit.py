@@ -108,6 +108,17 @@ def predict(fit: CurveFit, x: ArrayLike, confidence: float = 0.95
     return mean, np.minimum(low, mean), np.maximum(high, mean)
 
 
+def fixed_n0_bounds(n0: float) -> tuple[float, float]:
+    """``n0_bounds`` that pin ``n0`` (a relative width of 1e-9, which the bounded search needs).
+
+    Raises:
+        InvalidSpecError: If ``n0`` is not a positive finite number.
+    """
+    if not (isinstance(n0, (int, float)) and 0 < n0 < math.inf):
+        raise InvalidSpecError(f"n0 must be a positive number of demonstrations, got {n0!r}")
+    return (float(n0), float(n0) * (1 + 1e-9))
+
+
 def fit_curve(
     x: ArrayLike,
     successes: ArrayLike,

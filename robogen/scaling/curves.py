@@ -66,6 +66,7 @@ from robogen.scaling.curve_fit import (
     _check_points,
     fit_curve,
     fit_curve_bootstrap,
+    fixed_n0_bounds,
     predict,
 )
 
@@ -172,6 +173,7 @@ def build_curve(
     seed: int = 0,
     confidence: float = 0.95,
     method: str = "binomial",
+    n0: float | None = None,
 ) -> FactorCurve:
     """Points with Wilson intervals plus a bootstrapped fit (:func:`fit_curve_bootstrap`).
 
@@ -186,6 +188,8 @@ def build_curve(
         seed: Bootstrap seed.
         confidence: Level of the Wilson intervals.
         method: Fitting method.
+        n0: Fix the offset ``n0`` to this many demonstrations (the base dataset
+            the points add to, as in Factored Scaling Curves); None fits it.
 
     Returns:
         The :class:`FactorCurve`.
@@ -197,12 +201,13 @@ def build_curve(
         successes = [int(np.asarray(o).astype(bool).sum()) for o in outcomes]
         n = [int(np.asarray(o).size) for o in outcomes]
     xs, k, nn = _check_points(x, successes, n)
+    bounds = N0_BOUNDS if n0 is None else fixed_n0_bounds(n0)
     if n_boot:
         fit = fit_curve_bootstrap(xs, outcomes, successes=None if outcomes is not None else k,
                                   n=None if outcomes is not None else nn, n_boot=n_boot,
-                                  seed=seed, method=method)
+                                  seed=seed, method=method, n0_bounds=bounds)
     else:
-        fit = fit_curve(xs, k, nn, method=method)
+        fit = fit_curve(xs, k, nn, method=method, n0_bounds=bounds)
     seeds_l = list(seeds) if seeds is not None else [None] * len(xs)
     if len(seeds_l) != len(xs):
         raise InvalidSpecError(f"seeds must have one entry per point ({len(xs)}), got {seeds!r}")

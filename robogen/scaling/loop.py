@@ -438,7 +438,7 @@ def run_scale(
         curves.append(build_curve(
             curve, [x for x, _ in keys], [outcomes[(curve, x, s)] for x, s in keys],
             seeds=[config.train_seed(s) for _, s in keys], n_boot=config.n_boot,
-            seed=config.seed))
+            seed=config.seed, n0=config.base if config.base > 0 else None))
     eps = store.episodes()
     expert = {f: {"episodes": int((eps.factor == f).sum()),
                   "successes": int((eps.success & (eps.factor == f)).sum())} for f in targets}

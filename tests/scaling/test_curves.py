@@ -181,3 +181,15 @@ def test_plot_is_a_png_with_one_panel_per_curve(two_curves):
     assert img.shape[:2] == (270, 640)  # two panels of 3.2 x 2.7 in at 100 dpi
     single = mpimg.imread(io.BytesIO(curves_plot_png(two_curves[:1])), format="png")
     assert single.shape[:2] == (270, 320)
+
+
+def test_fixed_n0_is_the_base_dataset_size() -> None:
+    from robogen.scaling.curves import build_curve
+
+    a, b, n0 = 2.0, -0.6, 20.0
+    x = np.array([0, 10, 20, 40, 80])
+    n = np.full(5, 4000)
+    k = np.round(n * (1 - a * (x + n0) ** b)).astype(int)
+    curve = build_curve("object_pose", x, successes=k, n=n, n_boot=0, n0=20)
+    assert curve.fit.n0 == pytest.approx(20.0, rel=1e-6)
+    assert curve.fit.a == pytest.approx(a, rel=0.05) and curve.fit.b == pytest.approx(b, abs=0.03)
