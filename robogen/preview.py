@@ -32,10 +32,9 @@ def preview_images(
         InvalidSpecError: On a size outside [8, 640].
     """
     from robogen.envs import find_scene, make
+    from robogen.errors import InvalidSpecError
     from robogen.perturbations import make_axis
     from robogen.perturbations.wrapper import PerturbedEnv
-
-    from robogen.errors import InvalidSpecError
 
     if not isinstance(size, int) or not 8 <= size <= 640:
         raise InvalidSpecError(f"--size must be an image side in [8, 640] px, got {size!r}")

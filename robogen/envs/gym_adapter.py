@@ -89,7 +89,7 @@ import numpy as np
 from gymnasium import spaces
 
 from robogen.envs.base import PoseDof, SceneRoles
-from robogen.errors import InvalidSpecError, RenderError, SceneError, UnknownNameError
+from robogen.errors import InvalidSpecError, SceneError, UnknownNameError
 from robogen.types import RenderSettings
 
 SUPPORTED: tuple[str, ...] = (
@@ -378,17 +378,9 @@ class PixelRenderer:
         self._opt = mujoco.MjvOption()
         self._cam = mujoco.MjvCamera()
         self._con: Any = None
-        try:
-            self._gl = mujoco.GLContext(
-                max(int(model.vis.global_.offwidth), 1), max(int(model.vis.global_.offheight), 1)
-            )
-            self._gl.make_current()
-        except Exception as e:  # noqa: BLE001 - GL backends raise assorted types
-            raise RenderError(
-                f"could not create an offscreen OpenGL context with MUJOCO_GL="
-                f"{os.environ.get('MUJOCO_GL', '')!r} ({type(e).__name__}: {e}); set MUJOCO_GL=egl "
-                "(or osmesa) before importing mujoco, or use obs_mode='state'"
-            ) from e
+        from robogen.envs.scene import shared_gl_context
+
+        self._gl = shared_gl_context()
         self.set_model(model)
 
     def set_model(self, model: mujoco.MjModel) -> None:
@@ -423,6 +415,7 @@ class PixelRenderer:
         mujoco.mjv_updateScene(self._model, data, self._opt, None, self._cam,
                                mujoco.mjtCatBit.mjCAT_ALL, self._scene)
         rect = mujoco.MjrRect(0, 0, width, height)
+        mujoco.mjr_setBuffer(mujoco.mjtFramebuffer.mjFB_OFFSCREEN, self._con)
         mujoco.mjr_render(rect, self._scene, self._con)
         out = np.empty((height, width, 3), dtype=np.uint8)
         mujoco.mjr_readPixels(out, None, rect, self._con)
@@ -431,15 +424,13 @@ class PixelRenderer:
     def close(self) -> None:
         """Free the GL resources (idempotent).
 
-        The ``MjrContext`` is freed while this renderer's own GL context is
-        current: freed later (by garbage collection, with another env's context
-        current) it would delete that context's framebuffers, which share ids.
+        The ``MjrContext`` is freed with the process's shared GL context current
+        (:func:`robogen.envs.scene.shared_gl_context`); the context itself stays.
         """
         if self._con is not None:
             self._gl.make_current()
             self._con.free()
             self._con = None
-            self._gl.free()
 
     def __del__(self) -> None:
         try:

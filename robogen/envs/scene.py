@@ -494,6 +494,33 @@ FRAME_TOO_LARGE = (
 )
 
 
+_SHARED_GL: mujoco.GLContext | None = None
+
+
+def shared_gl_context() -> mujoco.GLContext:
+    """The process's one offscreen OpenGL context, created on first use and made current.
+
+    Every renderer of the process keeps its own ``MjrContext`` (its own
+    framebuffer and uploaded textures) inside this one GL context and binds its
+    framebuffer before each frame. One context instead of one per env avoids a
+    context switch and a pipeline flush per frame (about 10-25% of an 84x84
+    frame with Mesa llvmpipe and a batch of 8 envs).
+
+    Raises:
+        RenderError: If no context can be created (names the MUJOCO_GL fix).
+    """
+    global _SHARED_GL
+    if _SHARED_GL is None:
+        try:
+            _SHARED_GL = mujoco.GLContext(64, 64)
+        except Exception as e:  # noqa: BLE001 - any backend failure gets the same fix
+            raise RenderError(
+                RENDER_FAILED.format(backend=os.environ.get("MUJOCO_GL"), error=e)
+            ) from e
+    _SHARED_GL.make_current()
+    return _SHARED_GL
+
+
 class SceneRenderer:
     """Offscreen renderer that keeps its OpenGL context across model swaps.
 
@@ -513,10 +540,7 @@ class SceneRenderer:
         self._gl = None
         self._con: mujoco.MjrContext | None = None
         try:
-            self._gl = mujoco.GLContext(
-                int(model.vis.global_.offwidth), int(model.vis.global_.offheight)
-            )
-            self._gl.make_current()
+            self._gl = shared_gl_context()
         except Exception as e:  # noqa: BLE001 - any backend failure gets the same fix
             raise RenderError(
                 RENDER_FAILED.format(backend=os.environ.get("MUJOCO_GL"), error=e)
@@ -576,6 +600,7 @@ class SceneRenderer:
             mujoco.mjtCatBit.mjCAT_ALL.value, self._scene,
         )
         rect = mujoco.MjrRect(0, 0, int(width), int(height))
+        mujoco.mjr_setBuffer(mujoco.mjtFramebuffer.mjFB_OFFSCREEN.value, self._con)
         mujoco.mjr_render(rect, self._scene, self._con)
         buffer = np.empty((height, width, 3), dtype=np.uint8)
         mujoco.mjr_readPixels(buffer, None, rect, self._con)
@@ -587,8 +612,6 @@ class SceneRenderer:
             self._gl.make_current()
             self._con.free()
         self._con = None
-        if self._gl is not None:
-            self._gl.free()
         self._gl = None
 
 

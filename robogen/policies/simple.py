@@ -73,7 +73,7 @@ class RandomPolicy:
         self._rngs: dict[int, np.random.Generator] = {}
 
     def reset(self, slots: Sequence[int], *, seeds: Sequence[int] | None = None) -> None:
-        """Restart the streams of ``slots``: from ``seeds`` if given, else from the next observation."""
+        """Restart the streams of ``slots``: from ``seeds`` if given, else the next observation."""
         for i, k in enumerate(slots):
             if seeds is None:
                 self._rngs.pop(int(k), None)

@@ -212,8 +212,10 @@ def probe_policy(uri: str, policy: Any, env: Any) -> None:
     got = getattr(out, "shape", None)
     if got is None or tuple(got) != (1, *shape):
         raise SpaceMismatchError(
-            POLICY_CONTRACT.format(what=f"returned {got if got is not None else type(out).__name__} "
-                                   "for a batch of 1", **fmt)
+            POLICY_CONTRACT.format(
+                what=f"returned {got if got is not None else type(out).__name__} for a batch of 1",
+                **fmt,
+            )
         )
 
 
