@@ -313,6 +313,7 @@ def resume(
         RunDirError: If ``run_dir`` is missing, empty or corrupt.
     """
     store = ResultStore.open(run_dir)
+    store.remove_stale_temporaries()
     if store.manifest.schema_version != MANIFEST_SCHEMA_VERSION:
         raise RunDirError(
             f"{str(run_dir)!r} was written by manifest schema {store.manifest.schema_version}, "

@@ -124,6 +124,16 @@ class ResultStore:
             raise RunDirError(f"{str(path)!r} is corrupt: {type(e).__name__}: {e}") from e
         return cls(run_dir, manifest)
 
+    def remove_stale_temporaries(self) -> int:
+        """Delete temporary part files a killed run left behind; returns how many.
+
+        Call only when no other process writes to this run (before resuming it).
+        """
+        stale = list((self.run_dir / EPISODES_DIR).glob(".unit-*.tmp"))
+        for p in stale:
+            p.unlink(missing_ok=True)
+        return len(stale)
+
     def part_path(self, unit_id: int) -> Path:
         return self.run_dir / EPISODES_DIR / f"unit-{unit_id:06d}.parquet"
 

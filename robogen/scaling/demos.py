@@ -376,6 +376,8 @@ def _run_collection(
     from robogen.rollout.worker import EpisodeWorker
 
     col = store.collection
+    for stale in store.path.glob(".chunk-*.tmp"):  # left by a killed collection
+        stale.unlink(missing_ok=True)
     manifest = _demo_manifest(col, factors)
     have = store.chunks()
     todo: list[tuple[str, WorkUnit]] = []

@@ -115,3 +115,12 @@ def test_failed_episode_needs_cause():
             wall_time_s=0.0,
             unit_id=0,
         )
+
+
+def test_stale_temporaries_of_a_killed_run_are_removed(tmp_path):
+    store = ResultStore.create(tmp_path / "run", _manifest())
+    store.write_unit(0, [_result(0, True)])
+    stale = tmp_path / "run" / "episodes" / ".unit-000001.parquet.abc.tmp"
+    stale.write_bytes(b"half a part")
+    assert store.remove_stale_temporaries() == 1
+    assert not stale.exists() and store.done_units() == {0}

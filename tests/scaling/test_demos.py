@@ -72,3 +72,31 @@ def test_other_settings_in_same_dir_is_an_error(tmp_path):
         collect("robogen/Reach-v0", ["none"], 2, tmp_path / "d", batch_size=2, seed=1)
     with pytest.raises(RunDirError, match="not a demonstrations directory"):
         DemoStore.open(tmp_path)
+
+
+def test_collect_killed_mid_way_resumes_without_lost_or_repeated_episodes(tmp_path):
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    out = tmp_path / "d"
+    cmd = [sys.executable, "-m", "robogen.cli", "collect", "--task", "robogen/Reach-v0",
+           "--vary", "none,physics", "--n", "12", "--batch-size", "2", "--out", str(out)]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            env={**os.environ, "MUJOCO_GL": "egl"})
+    deadline = time.time() + 120
+    while time.time() < deadline and proc.poll() is None:
+        if len(list(out.glob("chunk-*.arrow"))) >= 2:
+            break
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    first = {p.name: p.stat().st_mtime_ns for p in out.glob("chunk-*.arrow")}
+    assert 0 < len(first) < 12, "the kill should land mid-collection"
+    store = collect("robogen/Reach-v0", ["none", "physics"], 12, out, batch_size=2)
+    eps = store.episodes()
+    assert len(eps) == 24 and not eps.duplicated(["factor", "episode"]).any()
+    assert all(store.path.joinpath(n).stat().st_mtime_ns == t for n, t in first.items())
+    assert not list(out.glob(".*tmp"))
