@@ -227,8 +227,13 @@ def eval_cmd(
         videos=videos,
         success_threshold=success_threshold,
     )
-    with _Progress(f"{cfg.env} / {cfg.policy}") as bar:
-        outcome = _guard(runner.evaluate, cfg, progress=bar)
+    try:
+        with _Progress(f"{cfg.env} / {cfg.policy}") as bar:
+            outcome = _guard(runner.evaluate, cfg, progress=bar)
+    except KeyboardInterrupt:
+        where = cfg.out or "RUN_DIR"
+        sys.stderr.write(f"\ninterrupted; finish it with: robogen eval --resume {where}\n")
+        raise typer.Exit(130) from None
     _print_outcome(outcome)
 
 

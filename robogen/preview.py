@@ -73,6 +73,7 @@ def write_preview(
     from robogen.reports.video import write_grid_png
 
     images = preview_images(env_id, axes, severities, seed=seed, size=size, camera=camera)
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
     return write_grid_png(
         Path(path),
         images,

@@ -10,16 +10,18 @@ says whether the replay reproduced the stored outcome.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from robogen.rollout.store import ResultStore
+from robogen.rollout.store import ResultStore, write_atomic
 from robogen.types import EpisodeResult, WorkUnit
 
 VIDEO_DIR = "videos"
+VIDEO_INDEX = "index.json"
 VIDEO_SIZE = 128
 """Side of the filmed frames [px] (square)."""
 
@@ -101,14 +103,28 @@ def film_failures(
                 ),
             )
             out[f"{axis}: {r.condition} episode {i}"] = str(rel)
+        index = store.run_dir / VIDEO_DIR / VIDEO_INDEX
+        write_atomic(index, json.dumps({**_read_index(store.run_dir), **out}, indent=2))
     finally:
         worker.close()
     return out
 
 
+def _read_index(run_dir: Path) -> dict[str, str]:
+    try:
+        d = json.loads((Path(run_dir) / VIDEO_DIR / VIDEO_INDEX).read_text())
+    except (OSError, ValueError):
+        return {}
+    return {str(k): str(v) for k, v in d.items()} if isinstance(d, dict) else {}
+
+
 def existing_videos(run_dir: Path) -> dict[str, str]:
-    """Videos already in ``run_dir/videos`` as ``{label: relative path}``."""
+    """Videos in ``run_dir/videos`` as ``{label: relative path}`` (labels from index.json)."""
     folder = Path(run_dir) / VIDEO_DIR
     if not folder.is_dir():
         return {}
-    return {p.stem: str(p.relative_to(run_dir)) for p in sorted(folder.glob("*.mp4"))}
+    present = {str(p.relative_to(run_dir)): p.stem for p in sorted(folder.glob("*.mp4"))}
+    labelled = {k: v for k, v in _read_index(run_dir).items() if v in present}
+    named = set(labelled.values())
+    labelled.update({stem: rel for rel, stem in present.items() if rel not in named})
+    return labelled

@@ -59,3 +59,17 @@ def test_gl_backend_chosen_before_mujoco_import():
     code = "import robogen, os; print(os.environ['MUJOCO_GL'])"
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
     assert out.stdout.strip() == "osmesa"  # a user's choice is kept
+
+
+def test_report_rebuild_keeps_video_labels(tmp_path):
+    from robogen.rollout.runner import rebuild_report
+
+    cfg = load_eval_config(
+        None, env="robogen/Reach-v0", policy="random", axes=["physics"], severities=[1.0],
+        episodes=2, batch_size=2, backend="serial", videos=1, out=tmp_path / "r",
+    )
+    first = (evaluate(cfg).run_dir / "report.md").read_text()
+    again = (rebuild_report(tmp_path / "r").run_dir / "report.md").read_text()
+    label = "physics: physics@1 episode"
+    assert label in first and label in again
+    assert list((tmp_path / "r" / "videos").glob("*.mp4"))
