@@ -264,6 +264,7 @@ class EvalManifest:
         policy_obs_mode: What the policy observes (``state`` for privileged
             experts even in a pixel env); visual axes are flagged "not observed"
             for state policies.
+        success_rule: The env's success predicate in words (shown in reports).
     """
 
     schema_version: int
@@ -286,6 +287,7 @@ class EvalManifest:
     spec_hash: str = ""
     env_kwargs: dict[str, Any] = field(default_factory=dict)
     policy_obs_mode: str = "state"
+    success_rule: str = ""
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> EvalManifest:
@@ -310,4 +312,5 @@ class EvalManifest:
             spec_hash=str(d.get("spec_hash", "")),
             env_kwargs=dict(d.get("env_kwargs", {})),
             policy_obs_mode=str(d.get("policy_obs_mode", "state")),
+            success_rule=str(d.get("success_rule", "")),
         )

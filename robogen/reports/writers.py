@@ -222,6 +222,8 @@ def _header_line(report: Report, *, html_out: bool = False) -> str:
         f"max {m.max_steps} steps",
         f"policy observes {code(report.policy_obs_mode)}",
     ]
+    if m.success_rule:
+        parts.append(f"success: {esc(m.success_rule)}")
     if m.spec_hash:
         parts.append(f"spec {code(m.spec_hash[:12])}")
     versions = ", ".join(f"{k} {v}" for k, v in m.versions.items() if k in ("robogen", "mujoco"))

@@ -97,6 +97,10 @@ def build_manifest(cfg: EvalConfig, env: Any, policy: Any) -> EvalManifest:
     )
     max_steps = cfg.max_steps or int(getattr(env.spec, "max_episode_steps", None) or 1000)
     policy_obs = "state" if callable(getattr(policy, "attach", None)) else cfg.obs_mode
+    rule = getattr(scene, "success_rule", None)
+    if not isinstance(rule, str):
+        described = getattr(getattr(scene, "rule", None), "describe", None)
+        rule = described() if callable(described) else ""
     m = EvalManifest(
         schema_version=MANIFEST_SCHEMA_VERSION,
         env_id=cfg.env,
@@ -117,6 +121,7 @@ def build_manifest(cfg: EvalConfig, env: Any, policy: Any) -> EvalManifest:
         versions=_versions(),
         env_kwargs=dict(cfg.env_kwargs),
         policy_obs_mode=policy_obs,
+        success_rule=rule,
     )
     return replace(m, spec_hash=spec_hash(m))
 
