@@ -122,6 +122,7 @@ def _write_arrow_atomic(path: Path, table: pa.Table) -> None:
     try:
         with pa.OSFile(tmp, "wb") as sink, pa.ipc.new_file(sink, table.schema) as writer:
             writer.write_table(table)
+        os.chmod(tmp, 0o644)
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
@@ -316,6 +317,10 @@ def collect(
         raise InvalidSpecError(f"split must be 'train', 'test' or 'all', got {split!r}")
     if not factors:
         raise InvalidSpecError("give at least one factor to vary (or 'none' for base data)")
+    if not isinstance(batch_size, int) or batch_size < 1:
+        raise InvalidSpecError(f"--batch-size must be a positive integer, got {batch_size!r}")
+    if not isinstance(image_size, int) or not 8 <= image_size <= 640:
+        raise InvalidSpecError(f"--image-size must be in [8, 640] px, got {image_size!r}")
     factors = list(dict.fromkeys(factors))
     for f in factors:
         factor_condition(f, severity, split)
@@ -361,6 +366,12 @@ def collect(
     return store
 
 
+def _chunk_episodes(path: Path) -> int:
+    """Number of episodes stored in a chunk file."""
+    t = pa.ipc.open_file(pa.memory_map(str(path))).read_all()
+    return len(np.unique(t.column("episode").to_numpy()))
+
+
 def _asdict(col: Collection) -> dict[str, Any]:
     import dataclasses
 
@@ -387,7 +398,9 @@ def _run_collection(
             idx = tuple(
                 demo_episode_index(f, j) for j in range(start, min(start + col.batch_size, n))
             )
-            if (f, start) not in have:
+            if (f, start) not in have or _chunk_episodes(have[(f, start)]) < len(idx):
+                # missing, or collected with a smaller --n: (re)record it; episodes are
+                # deterministic, so the ones it held come out identical
                 todo.append((f, WorkUnit(uid, cond, idx)))
             uid += 1
     total = n * len(factors)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pytest
@@ -100,3 +101,19 @@ def test_collect_killed_mid_way_resumes_without_lost_or_repeated_episodes(tmp_pa
     assert len(eps) == 24 and not eps.duplicated(["factor", "episode"]).any()
     assert all(store.path.joinpath(n).stat().st_mtime_ns == t for n, t in first.items())
     assert not list(out.glob(".*tmp"))
+
+
+def test_a_larger_n_tops_up_a_partial_chunk(tmp_path):
+    small = collect("robogen/Reach-v0", ["none"], 3, tmp_path / "d", batch_size=4)
+    before = small.load({"none": 3})
+    store = collect("robogen/Reach-v0", ["none"], 6, tmp_path / "d", batch_size=4)
+    assert len(store.episodes()) == 6
+    after = store.load({"none": 3})
+    np.testing.assert_array_equal(before["action"], after["action"])  # the first 3 unchanged
+
+
+@pytest.mark.parametrize("kw", [{"batch_size": 0}, {"image_size": 0}])
+def test_bad_sizes_write_nothing(tmp_path, kw):
+    with pytest.raises(InvalidSpecError):
+        collect("robogen/Reach-v0", ["none"], 2, tmp_path / "d", **kw)
+    assert not (tmp_path / "d").exists()
