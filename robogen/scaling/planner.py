@@ -16,7 +16,8 @@ Methods (the objective is the mean predicted success over the curves):
     ``v_f`` is the fitted curve, or with ``lcb=c`` its pointwise lower
     confidence bound: the ``1 - c`` quantile of the bootstrap curves, which
     favours gains the data support. Greedy is optimal for a separable concave
-    objective (the fitted curves are concave in ``n``).
+    objective: the fitted power laws are concave in ``n`` (greedy ranks gains
+    on the unclipped law; predictions shown are clipped to [0, 1]).
 ``fsc_topk``
     The proportional top-k rule of Factored Scaling Curves (Zha et al. 2025,
     arXiv:2505.07728) as implemented here: each curve's predicted gain is
@@ -258,7 +259,10 @@ def _unit_costs(fits: Mapping[str, CurveFit], costs: Mapping[str, float]) -> dic
 
 def _value_fn(fit: CurveFit, lcb: float | None) -> Callable[[float], float]:
     if lcb is None:
-        return lambda x: float(fit.success(x))
+        # The unclipped power law ``1 - a (x + n0)^b`` is concave and increasing, so greedy
+        # marginal gains are optimal; the clipped success (0 below some x) would be flat
+        # there and stall greedy on a curve that starts below 0.
+        return lambda x: float(1.0 - fit.a * (x + fit.n0) ** fit.b)
 
     def lower(x: float) -> float:
         return float(np.quantile(fit.sample_success(np.asarray([x]))[:, 0], 1.0 - lcb))

@@ -157,3 +157,13 @@ def test_other_bad_arguments():
         plan_budget(CURVES, 10, lcb=0.9)
     with pytest.raises(InvalidSpecError, match="no curves"):
         plan_budget({}, 10)
+
+
+def test_greedy_funds_curves_that_start_below_zero() -> None:
+    # both curves predict success < 0 (clipped to 0) at x = 0; the clipped value is flat there,
+    # so greedy must rank gains on the power law itself or it stalls on one curve
+    low = {"object_pose": CurveFit(3.0, -0.5, 4.0), "embodiment": CurveFit(3.0, -0.5, 4.0)}
+    greedy = plan_budget(low, 20, method="greedy")
+    equal = plan_budget(low, 20, method="equal")
+    assert greedy.demos == {"object_pose": 10, "embodiment": 10}
+    assert greedy.mean_success >= equal.mean_success
