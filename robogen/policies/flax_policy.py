@@ -37,6 +37,12 @@ OBS_MODE_MISMATCH = (
 )
 
 
+TASK_MISMATCH = (
+    "policy 'flax:{path}' was trained on demonstrations of {trained!r}, not env {env_id!r}; "
+    "evaluate it with --env {trained}"
+)
+
+
 class FlaxBCPolicy:
     """A loaded :class:`~robogen.scaling.bc.BCModel` acting on batches.
 
@@ -87,7 +93,7 @@ def load_flax(rest: str, ctx: LoadContext) -> FlaxBCPolicy:
     Raises:
         InvalidSpecError: If PATH is empty.
         CheckpointError: If the checkpoint is missing, incomplete or corrupt.
-        SpaceMismatchError: If it was trained on another observation mode than the env's.
+        SpaceMismatchError: If it was trained on another task or observation mode than the env's.
     """
     if not rest.strip():
         raise InvalidSpecError(FLAX_URI.format(uri=f"flax:{rest}"))
@@ -95,6 +101,10 @@ def load_flax(rest: str, ctx: LoadContext) -> FlaxBCPolicy:
 
     path = Path(rest).expanduser()
     model = load_bc(path)
+    trained_on = model.train_info.get("env_id")
+    if trained_on and trained_on != ctx.env_id:
+        raise SpaceMismatchError(TASK_MISMATCH.format(path=rest, trained=trained_on,
+                                                      env_id=ctx.env_id))
     if ctx.obs_mode != model.obs_mode:
         raise SpaceMismatchError(OBS_MODE_MISMATCH.format(
             path=rest, policy_mode=model.obs_mode, env_id=ctx.env_id, env_mode=ctx.obs_mode))

@@ -180,7 +180,8 @@ def train_models(
                                    config=config, action_low=action_low,
                                    action_high=action_high, progress=report)
         for job, model in zip(group, models, strict=True):
-            info = dict(model.train_info) | {"counts": dict(job.counts)}
+            info = dict(model.train_info) | {"counts": dict(job.counts),
+                                             "env_id": store.collection.env_id}
             save_bc(dataclasses.replace(model, train_info=info), models_dir / job.name)
     return len(todo), len(jobs) - len(todo)
 

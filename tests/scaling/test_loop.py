@@ -101,6 +101,15 @@ def test_scale_end_to_end_resumes_after_sigkill(tmp_path):
     m = re.search(r'src="data:image/png;base64,([A-Za-z0-9+/=]+)"', page)
     assert m and base64.b64decode(m[1])[:4] == b"\x89PNG"
     assert "<h2>object_pose</h2>" in page and "<h2>physics</h2>" in page
+    # a trained model knows its task: another task with the same spaces is refused
+    from robogen.envs import make
+    from robogen.errors import SpaceMismatchError
+    from robogen.policies import LoadContext, load_policy
+
+    push = make("robogen/Push-v0")
+    ctx = LoadContext("robogen/Push-v0", push.observation_space, push.action_space)
+    with pytest.raises(SpaceMismatchError, match="trained on demonstrations of 'robogen/Reach-v0'"):
+        load_policy(f"flax:{out / 'models' / 'object_pose-x4-s0'}", ctx)
 
     # a finished run reruns without work; other settings in the same directory are refused
     res = runner.invoke(app, ["scale", *ARGS, "--out", str(out)])
