@@ -55,8 +55,8 @@ def _guard(fn: Any, *args: Any, **kwargs: Any) -> Any:
         return fn(*args, **kwargs)
     except RobogenError as e:
         _fail(str(e).replace("[", "\\["))
-    except FileNotFoundError as e:
-        _fail(str(e))
+    except OSError as e:  # unwritable or blocked output paths: the user's input, not a bug
+        _fail(f"{e.strerror or e}: {e.filename!r}" if e.filename else str(e))
 
 
 class _Progress:
@@ -131,7 +131,7 @@ def eval_cmd(
         str | None, typer.Option(help="Env id: robogen/<Task>-v0 or gymnasium/<Id>.")
     ] = None,
     policy: Annotated[
-        str | None, typer.Option(help="sb3:PATH.zip | expert:<task> | python:mod:factory | random")
+        str | None, typer.Option(help="sb3:X.zip | expert:TASK | flax:DIR | python:m:f | random")
     ] = None,
     spec: Annotated[
         Path | None, typer.Option(help="TOML evaluation spec (flags override it).")

@@ -32,8 +32,8 @@ def _guarded(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         return fn(*args, **kwargs)
     except RobogenError as e:
         _error(str(e))
-    except FileNotFoundError as e:
-        _error(str(e))
+    except OSError as e:  # unwritable or blocked output paths: the user's input, not a bug
+        _error(f"{e.strerror or e}: {e.filename!r}" if e.filename else str(e))
 
 
 def _csv(value: str | None) -> list[str]:
@@ -267,9 +267,9 @@ def plan_command(
 
         doc = {"schema": "robogen.plan", "version": 1, "task": cf.task,
                "curves": str(curves), "costs": costs, **plan.to_dict()}
-        write_atomic(out, json.dumps(doc, indent=2))
+        _guarded(write_atomic, out, json.dumps(doc, indent=2))
         c.print(f"  plan: {out}")
     if report is not None:
         from robogen.scaling.report import write_scaling_html
 
-        c.print(f"  report: {write_scaling_html(report, cf, plans=[plan])}")
+        c.print(f"  report: {_guarded(write_scaling_html, report, cf, plans=[plan])}")
