@@ -204,11 +204,15 @@ def _costs(value: str | None) -> dict[str, float]:
         try:
             if not sep or not name.strip():
                 raise ValueError
-            out[name.strip()] = float(num)
+            value = float(num)
         except ValueError:
             raise InvalidSpecError(
                 f"--cost must look like texture=2,lighting=1.5 (cost per demonstration), got "
                 f"{item!r}") from None
+        if name.strip() in out:
+            raise InvalidSpecError(
+                f"--cost gives {name.strip()!r} twice ({item!r}); give each factor once")
+        out[name.strip()] = value
     return out
 
 
@@ -237,10 +241,15 @@ def plan_command(
     from robogen.scaling.curves import load_curves
     from robogen.scaling.planner import METHODS, plan_budget
 
+    if curves.is_dir():  # a scale run directory
+        curves = curves / "curves.json"
     cf = _guarded(load_curves, curves, task=task)
     costs = _guarded(_costs, cost)
     plan = _guarded(plan_budget, cf, budget, costs=costs, method=method, lcb=lcb, k=k,
                     step=step)
+    for w in (cf.meta or {}).get("warnings", []) if isinstance(cf.meta, dict) else []:
+        Console(stderr=True).print(f"[bold yellow]warning (from the scale run):[/] {w}",
+                                   highlight=False)
     pct = f"{plan.confidence * 100:g}%"
     t = Table(title=f"{plan.method} plan for {cf.task}, budget {plan.budget:g}")
     for col in ("factor", "demos", "cost", "success now", f"predicted success [{pct} band]"):

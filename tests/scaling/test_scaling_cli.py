@@ -154,3 +154,16 @@ def test_collect_cli_bad_input(tmp_path, args, needle):
     assert res.exit_code == 2, res.output
     assert needle in " ".join(res.output.split())
     assert not out.exists()
+
+
+def test_plan_accepts_a_scale_dir_and_rejects_repeated_costs(curves_path, tmp_path):
+    from typer.testing import CliRunner
+
+    from robogen.cli import app
+
+    runner = CliRunner()
+    ok = runner.invoke(app, ["plan", "--curves", str(curves_path.parent), "--budget", "10"])
+    assert ok.exit_code == 0, ok.output
+    bad = runner.invoke(app, ["plan", "--curves", str(curves_path), "--budget", "10",
+                              "--cost", "lighting=2,lighting=3"])
+    assert bad.exit_code == 2 and "twice" in " ".join(bad.output.split())
