@@ -218,7 +218,7 @@ def write_outputs(
     Returns:
         ``{"json": ..., "md": ..., "junit": ...}`` paths.
     """
-    from robogen.rollout.store import write_atomic
+    from robogen._atomic import write_atomic
 
     out_dir = Path(out_dir)
     files = {"json": out_dir / CHECK_JSON, "md": out_dir / CHECK_MD,

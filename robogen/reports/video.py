@@ -9,14 +9,13 @@ from __future__ import annotations
 
 import io
 import math
-import os
-import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 from numpy.typing import NDArray
 
+from robogen._atomic import atomic_path, write_atomic
 from robogen.errors import InvalidSpecError
 
 VIDEO_MIN_HEIGHT = 256
@@ -87,8 +86,7 @@ def write_side_by_side(
     canvas[:, wa : wa + _SEPARATOR] = 64
     n_frames = max(a.shape[0], b.shape[0])
     path = Path(path)
-    tmp = _temp_path(path)
-    try:
+    with atomic_path(path, suffix=path.suffix or ".mp4") as tmp:
         writer = iio.get_writer(
             tmp,
             format="FFMPEG",
@@ -108,10 +106,6 @@ def write_side_by_side(
                 writer.append_data(frame)
         finally:
             writer.close()
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
     return path
 
 
@@ -198,9 +192,7 @@ def write_grid_png(
             canvas[y : y + ch, x : x + cw] = _upscale(imgs[i, j], s)
     buf = io.BytesIO()
     iio.imwrite(buf, canvas, extension=".png")
-    from robogen.reports.writers import atomic_write_bytes
-
-    return atomic_write_bytes(Path(path), buf.getvalue())
+    return write_atomic(Path(path), buf.getvalue())
 
 
 def text_image(
@@ -256,14 +248,6 @@ def _upscale(img: NDArray[np.uint8], s: int) -> NDArray[np.uint8]:
 
 def _ceil16(x: int) -> int:
     return -(-x // 16) * 16
-
-
-def _temp_path(path: Path) -> Path:
-    fd, tmp = tempfile.mkstemp(
-        prefix=f".{path.stem}.", suffix=path.suffix or ".mp4", dir=path.parent
-    )
-    os.close(fd)
-    return Path(tmp)
 
 
 def encode_png(image: NDArray[np.uint8]) -> bytes:

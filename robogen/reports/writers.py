@@ -16,12 +16,11 @@ import base64
 import html
 import json
 import math
-import os
-import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from urllib.parse import quote
 
+from robogen._atomic import write_atomic
 from robogen.errors import InvalidSpecError, RunDirError
 from robogen.reports.records import (
     REPORT_SCHEMA_VERSION,
@@ -126,23 +125,8 @@ def load_report(path: Path) -> Report:
 
 
 def atomic_write_bytes(path: Path, data: bytes) -> Path:
-    """Write ``data`` to ``path`` via a temporary file in the same directory and ``os.replace``."""
-    path = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return path
-
-
-# ---------------------------------------------------------------------------- markdown
+    """Write ``data`` to ``path`` atomically (see :func:`robogen._atomic.write_atomic`)."""
+    return write_atomic(path, data)
 
 
 def render_markdown(report: Report, *, videos: Mapping[str, str] | None = None) -> str:

@@ -17,7 +17,8 @@ from typing import Any
 
 import numpy as np
 
-from robogen.rollout.store import ResultStore, write_atomic
+from robogen._atomic import write_atomic
+from robogen.rollout.store import ResultStore
 from robogen.types import EpisodeResult, WorkUnit
 
 VIDEO_DIR = "videos"

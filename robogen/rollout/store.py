@@ -16,9 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 import re
-import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -26,6 +24,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from robogen._atomic import atomic_path, write_atomic
 from robogen.errors import RunDirError
 from robogen.types import EpisodeResult, EvalManifest, to_dict
 
@@ -55,22 +54,6 @@ _SCHEMA = pa.schema(
         ("video_path", pa.string()),
     ]
 )
-
-
-def write_atomic(path: Path, data: bytes | str) -> None:
-    """Write ``data`` to ``path`` through a temporary file in the same folder."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    raw = data.encode() if isinstance(data, str) else data
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(raw)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 class ResultStore:
@@ -149,15 +132,8 @@ class ResultStore:
         rows = [dataclasses.asdict(r) for r in results]
         table = pa.Table.from_pylist(rows, schema=_SCHEMA)
         path = self.part_path(unit_id)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-        os.close(fd)
-        try:
+        with atomic_path(path) as tmp:
             pq.write_table(table, tmp)
-            os.chmod(tmp, 0o644)
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
         return path
 
     def load_results(self) -> list[EpisodeResult]:

@@ -25,6 +25,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import serialization
 
+from robogen._atomic import write_atomic
 from robogen.errors import CheckpointError
 from robogen.scaling.bc import BCConfig, BCModel, _PolicyNet
 
@@ -64,9 +65,9 @@ def save_bc(model: BCModel, path: str | os.PathLike[str]) -> Path:
         "train_info": dict(model.train_info),
     }
     (out / META_FILE).unlink(missing_ok=True)
-    _atomic_write(out / PARAMS_FILE, serialization.msgpack_serialize(
+    write_atomic(out / PARAMS_FILE, serialization.msgpack_serialize(
         jax.tree_util.tree_map(np.asarray, model.params)))
-    _atomic_write(out / META_FILE, json.dumps(meta, indent=1).encode())
+    write_atomic(out / META_FILE, json.dumps(meta, indent=1).encode())
     return out
 
 
@@ -125,9 +126,3 @@ def _check_params(model: BCModel, root: Path) -> None:
     if got_shapes != want_shapes:
         raise CheckpointError(CKPT_CORRUPT.format(
             path=root, why="parameter shapes do not match the network described in bc.json"))
-
-
-def _atomic_write(path: Path, data: bytes) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_bytes(data)
-    os.replace(tmp, path)

@@ -269,7 +269,7 @@ def plan_command(
     c.print("mean predicted success of the other methods: " + ", ".join(others),
             highlight=False)
     if out is not None:
-        from robogen.rollout.store import write_atomic
+        from robogen._atomic import write_atomic
 
         if out.is_dir():
             out = out / "plan.json"

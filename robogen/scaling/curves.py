@@ -55,6 +55,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike
 
+from robogen._atomic import write_atomic
 from robogen.errors import InvalidSpecError
 from robogen.reports.stats import wilson_interval
 from robogen.scaling.curve_fit import (
@@ -309,12 +310,7 @@ def write_curves(
     except (TypeError, ValueError) as e:
         raise InvalidSpecError(f"curves cannot be written as JSON ({e}); meta must hold "
                                "JSON-serializable, finite values") from e
-    out = Path(path)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(out.name + ".tmp")
-    tmp.write_text(text)
-    os.replace(tmp, out)
-    return out
+    return write_atomic(path, text)
 
 
 def load_curves(path: str | os.PathLike[str], *, task: str | None = None) -> CurvesFile:

@@ -39,9 +39,7 @@ Factor values are drawn from each axis's ``train`` split; evaluation uses ``test
 from __future__ import annotations
 
 import json
-import os
 import re
-import tempfile
 import zlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -51,6 +49,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from robogen._atomic import atomic_path, write_atomic
 from robogen.errors import InvalidSpecError, RunDirError, UnknownNameError
 from robogen.types import NOMINAL, AxisLevel, Condition, EvalManifest, RenderSettings, WorkUnit
 
@@ -117,16 +116,9 @@ def factor_condition(factor: str, severity: float = 1.0, split: str = "train") -
 
 
 def _write_arrow_atomic(path: Path, table: pa.Table) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    os.close(fd)
-    try:
-        with pa.OSFile(tmp, "wb") as sink, pa.ipc.new_file(sink, table.schema) as writer:
+    with atomic_path(path) as tmp, pa.OSFile(str(tmp), "wb") as sink:
+        with pa.ipc.new_file(sink, table.schema) as writer:
             writer.write_table(table)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 class DemoStore:
@@ -359,8 +351,6 @@ def collect(
     else:
         out.mkdir(parents=True, exist_ok=True)
         store = DemoStore(out, col)
-        from robogen.rollout.store import write_atomic
-
         write_atomic(out / COLLECTION, json.dumps(_asdict(col), indent=2))
     _run_collection(store, factors, n, progress)
     return store

@@ -383,8 +383,8 @@ def run_scale(
         UnknownNameError, InvalidSpecError, RunDirError: On bad input, before anything
             is written.
     """
+    from robogen._atomic import write_atomic
     from robogen.envs import make
-    from robogen.rollout.store import write_atomic
     from robogen.scaling.curves import build_curve, load_curves, write_curves
     from robogen.scaling.curves_plot import curves_plot_png
     from robogen.scaling.report import write_scaling_html

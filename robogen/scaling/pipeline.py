@@ -271,8 +271,9 @@ def run_eval(
     Raises:
         RunDirError: If ``run_dir`` holds another evaluation.
     """
+    from robogen._atomic import write_atomic
     from robogen.rollout.runner import _run, spec_hash
-    from robogen.rollout.store import EPISODES_DIR, MANIFEST, ResultStore, write_atomic
+    from robogen.rollout.store import EPISODES_DIR, MANIFEST, ResultStore
     from robogen.types import to_dict
 
     run_dir = Path(run_dir)
