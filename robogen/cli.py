@@ -11,6 +11,8 @@ from typing import Annotated, Any
 
 import typer
 
+from robogen.progress import ProgressBars
+
 app = typer.Typer(
     add_completion=False,
     no_args_is_help=True,
@@ -57,46 +59,6 @@ def _guard(fn: Any, *args: Any, **kwargs: Any) -> Any:
         _fail(str(e).replace("[", "\\["))
     except OSError as e:  # unwritable or blocked output paths: the user's input, not a bug
         _fail(f"{e.strerror or e}: {e.filename!r}" if e.filename else str(e))
-
-
-class _Progress:
-    """A rich progress bar: episodes done / total with ETA."""
-
-    def __init__(self, description: str) -> None:
-        from rich.progress import (
-            BarColumn,
-            MofNCompleteColumn,
-            Progress,
-            TextColumn,
-            TimeElapsedColumn,
-            TimeRemainingColumn,
-        )
-
-        self._p = Progress(
-            TextColumn("{task.description}"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TextColumn("episodes"),
-            TimeElapsedColumn(),
-            TextColumn("ETA"),
-            TimeRemainingColumn(),
-            transient=False,
-        )
-        self._desc = description
-        self._task: Any = None
-
-    def __enter__(self) -> _Progress:
-        self._p.__enter__()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._p.__exit__(*exc)
-
-    def __call__(self, done: int, total: int) -> None:
-        if self._task is None:
-            self._task = self._p.add_task(self._desc, total=total, completed=done)
-        else:
-            self._p.update(self._task, completed=done, total=total)
 
 
 def _print_outcome(outcome: Any) -> None:
@@ -184,7 +146,8 @@ def eval_cmd(
                 f"--resume finishes the run with the settings in its manifest; drop "
                 f"{', '.join(clash)} (only --backend, --workers, --address and --videos apply)"
             )
-        with _Progress("resume") as bar:
+        with ProgressBars() as bars:
+            bar = bars.stage(f"resume {resume}")
             outcome = _guard(
                 runner.resume,
                 resume,
@@ -228,7 +191,8 @@ def eval_cmd(
         success_threshold=success_threshold,
     )
     try:
-        with _Progress(f"{cfg.env} / {cfg.policy}") as bar:
+        with ProgressBars() as bars:
+            bar = bars.stage(f"{cfg.env} / {cfg.policy}")
             outcome = _guard(runner.evaluate, cfg, progress=bar)
     except KeyboardInterrupt:
         where = cfg.out or "RUN_DIR"

@@ -20,6 +20,7 @@ from robogen.check.records import (
     DEFAULT_SPENDING,
     EXIT_INVALID,
 )
+from robogen.progress import ProgressBars
 
 _PAIRING = {"auto": None, "paired": True, "unpaired": False}
 
@@ -89,7 +90,7 @@ def check_command(
     try:
         from robogen.check.run import run_check
 
-        with _Progress(console) as bar:
+        with ProgressBars(console=console) as bars:
             outcome = run_check(
                 baseline, candidate, spec=spec, env=env, episodes=episodes, seed=seed,
                 margin=margin, alpha=alpha, sequential=sequential, looks=looks,
@@ -97,7 +98,7 @@ def check_command(
                 backend=backend, workers=workers, address=address,
                 baseline_vecnormalize=baseline_vecnormalize,
                 candidate_vecnormalize=candidate_vecnormalize,
-                fail_on_inconclusive=fail_on_inconclusive, progress=bar,
+                fail_on_inconclusive=fail_on_inconclusive, progress=bars.stage("check"),
             )
     except typer.Exit:
         raise
@@ -114,38 +115,3 @@ def check_command(
     for kind in ("md", "junit", "json"):
         typer.echo(f"{kind}: {outcome.files[kind]}")
     raise typer.Exit(outcome.result.exit_code)
-
-
-class _Progress:
-    """Episodes done / total with ETA while a side is evaluated (silent for saved runs)."""
-
-    def __init__(self, console: object) -> None:
-        self._console = console
-        self._p = None
-        self._task = None
-
-    def __enter__(self) -> _Progress:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        if self._p is not None:
-            self._p.__exit__(*exc)
-
-    def __call__(self, done: int, total: int) -> None:
-        if self._p is None:
-            from rich.progress import (
-                BarColumn,
-                MofNCompleteColumn,
-                Progress,
-                TextColumn,
-                TimeElapsedColumn,
-                TimeRemainingColumn,
-            )
-
-            self._p = Progress(TextColumn("check"), BarColumn(), MofNCompleteColumn(),
-                               TextColumn("episodes"), TimeElapsedColumn(), TextColumn("ETA"),
-                               TimeRemainingColumn(), console=self._console)
-            self._p.__enter__()
-            self._task = self._p.add_task("check", total=total, completed=done)
-        else:
-            self._p.update(self._task, completed=done, total=total)

@@ -13,6 +13,8 @@ from typing import Annotated, Any
 
 import typer
 
+from robogen.progress import ProgressBars
+
 EXIT_INVALID = 2
 
 
@@ -40,44 +42,6 @@ def _csv(value: str | None) -> list[str]:
     return [v.strip() for v in (value or "").split(",") if v.strip()]
 
 
-class _Bars:
-    """One rich progress display with a bar per stage (collect / train / eval)."""
-
-    _UNITS = {"collect": "episodes", "train": "steps", "eval": "episodes"}
-
-    def __init__(self) -> None:
-        from rich.progress import (
-            BarColumn,
-            MofNCompleteColumn,
-            Progress,
-            TextColumn,
-            TimeElapsedColumn,
-            TimeRemainingColumn,
-        )
-
-        self._p = Progress(TextColumn("{task.description:<22}"), BarColumn(),
-                           MofNCompleteColumn(), TimeElapsedColumn(), TextColumn("ETA"),
-                           TimeRemainingColumn())
-        self._tasks: dict[str, Any] = {}
-
-    def __enter__(self) -> _Bars:
-        self._p.__enter__()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._p.__exit__(*exc)
-
-    def __call__(self, stage: str, done: int, total: int) -> None:
-        if stage not in self._tasks:
-            desc = f"{stage} ({self._UNITS.get(stage, '')})"
-            self._tasks[stage] = self._p.add_task(desc, total=total, completed=done)
-        else:
-            self._p.update(self._tasks[stage], completed=done, total=total)
-
-    def stage(self, name: str) -> Callable[[int, int], None]:
-        return lambda done, total: self(name, done, total)
-
-
 def collect_command(
     task: Annotated[str, typer.Option(help="Built-in task id, e.g. robogen/PickPlace-v0.")],
     vary: Annotated[str, typer.Option(
@@ -102,7 +66,7 @@ def collect_command(
     from robogen.scaling.demos import collect
 
     factors = _csv(vary)
-    with _Bars() as bars:
+    with ProgressBars() as bars:
         store = _guarded(collect, task, factors, n, out, seed=seed, severity=severity,
                          split=split, image_size=image_size, batch_size=batch_size,
                          progress=bars.stage("collect"))
@@ -176,7 +140,7 @@ def scale_command(
 
     config = _guarded(build)
     _guarded(loop.validate, config)
-    with _Bars() as bars:
+    with ProgressBars({"train": "steps"}) as bars:
         outcome = _guarded(loop.run_scale, config, out, backend=backend, workers=workers,
                            address=address, progress=bars)
     c = Console()
