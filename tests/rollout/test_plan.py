@@ -44,7 +44,6 @@ def test_units_cover_every_episode_once_with_stable_ids():
 
 def test_seeds_depend_only_on_run_seed_and_episode():
     # pinned: changing the derivation would silently change every stored run's episodes
-    assert episode_seed(0, 0) == episode_seed(0, 0)
     seeds = [episode_seed(0, i) for i in range(100)]
     assert len(set(seeds)) == 100
     assert episode_seed(1, 0) != episode_seed(0, 0)
