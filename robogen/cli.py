@@ -43,9 +43,9 @@ def _floats(value: str | None, name: str) -> list[float] | None:
 
 
 def _fail(message: str) -> None:
-    from rich.console import Console
+    from robogen._console import print_error
 
-    Console(stderr=True).print(f"[bold red]error:[/] {message}", highlight=False, markup=True)
+    print_error(message)
     raise typer.Exit(EXIT_INVALID)
 
 
@@ -56,7 +56,7 @@ def _guard(fn: Any, *args: Any, **kwargs: Any) -> Any:
     try:
         return fn(*args, **kwargs)
     except RobogenError as e:
-        _fail(str(e).replace("[", "\\["))
+        _fail(str(e))
     except OSError as e:  # unwritable or blocked output paths: the user's input, not a bug
         _fail(f"{e.strerror or e}: {e.filename!r}" if e.filename else str(e))
 

@@ -26,10 +26,9 @@ _PAIRING = {"auto": None, "paired": True, "unpaired": False}
 
 
 def _error(message: str) -> None:
-    from rich.console import Console
+    from robogen._console import print_error
 
-    Console(stderr=True).print(f"[bold red]error:[/] {message.replace('[', chr(92) + '[')}",
-                               highlight=False)
+    print_error(message)
     raise typer.Exit(EXIT_INVALID)
 
 

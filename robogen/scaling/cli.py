@@ -13,16 +13,16 @@ from typing import Annotated, Any
 
 import typer
 
+from robogen._console import print_message
 from robogen.progress import ProgressBars
 
 EXIT_INVALID = 2
 
 
 def _error(message: str) -> None:
-    from rich.console import Console
+    from robogen._console import print_error
 
-    Console(stderr=True).print(f"[bold red]error:[/] {message.replace('[', chr(92) + '[')}",
-                               highlight=False)
+    print_error(message)
     raise typer.Exit(EXIT_INVALID)
 
 
@@ -212,8 +212,7 @@ def plan_command(
     plan = _guarded(plan_budget, cf, budget, costs=costs, method=method, lcb=lcb, k=k,
                     step=step)
     for w in (cf.meta or {}).get("warnings", []) if isinstance(cf.meta, dict) else []:
-        Console(stderr=True).print(f"[bold yellow]warning (from the scale run):[/] {w}",
-                                   highlight=False)
+        print_message("warning (from the scale run)", w, style="bold yellow")
     pct = f"{plan.confidence * 100:g}%"
     t = Table(title=f"{plan.method} plan for {cf.task}, budget {plan.budget:g}")
     for col in ("factor", "demos", "cost", "success now", f"predicted success [{pct} band]"):
