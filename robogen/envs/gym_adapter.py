@@ -27,9 +27,9 @@ Cameras:
     Gymnasium's own ``render()`` (free camera) is unchanged.
 
 Rendering:
-    Pixel observations come from a :class:`PixelRenderer` that keeps one OpenGL
-    context for the env's lifetime and only rebuilds its ``MjrContext`` (a few
-    ms) when a recompiled model is installed. Defaults: 84x84, shadow map off
+    Pixel observations come from a :class:`~robogen.envs.render.OffscreenRenderer`
+    (drawn on the process's render thread) that only rebuilds its ``MjrContext``
+    (a few ms) when a recompiled model is installed. Defaults: 84x84, shadow map off
     (``shadowsize=0``) and no multisampling (``offsamples=0``): about 1-2 ms per
     frame on a CPU (Mesa llvmpipe) against 20-50 ms for a model's default 4096^2
     shadow map with 4x MSAA. The settings are exposed as
@@ -89,6 +89,7 @@ import numpy as np
 from gymnasium import spaces
 
 from robogen.envs.base import PoseDof, SceneRoles
+from robogen.envs.render import OffscreenRenderer
 from robogen.errors import InvalidSpecError, SceneError, UnknownNameError
 from robogen.types import RenderSettings
 
@@ -354,91 +355,6 @@ def build_nominal_spec(gym_id: str, fullpath: str) -> mujoco.MjSpec:
     return spec
 
 
-# ----------------------------------------------------------------------------- rendering
-
-
-class PixelRenderer:
-    """Offscreen RGB renderer whose OpenGL context survives model swaps.
-
-    ``mujoco.Renderer`` ties its GL context to one model, and a new one costs
-    0.1-0.3 s; this renderer keeps its GL context and rebuilds only the
-    ``MjrContext`` and ``MjvScene`` (a few ms) in :meth:`set_model`.
-
-    Args:
-        model: Model to render; its ``vis.quality`` (shadow map size,
-            multisampling) and ``vis.global_.offwidth/offheight`` apply.
-        max_geom: Scene geom capacity.
-
-    Raises:
-        RenderError: If no OpenGL context can be created (names the MUJOCO_GL fix).
-    """
-
-    def __init__(self, model: mujoco.MjModel, max_geom: int = 2000) -> None:
-        self._max_geom = max_geom
-        self._opt = mujoco.MjvOption()
-        self._cam = mujoco.MjvCamera()
-        self._con: Any = None
-        from robogen.envs.scene import shared_gl_context
-
-        self._gl = shared_gl_context()
-        self.set_model(model)
-
-    def set_model(self, model: mujoco.MjModel) -> None:
-        """Render ``model`` from now on (rebuilds the model-dependent GPU resources)."""
-        self._gl.make_current()
-        if self._con is not None:
-            self._con.free()
-        self._con = mujoco.MjrContext(model, mujoco.mjtFontScale.mjFONTSCALE_100)
-        mujoco.mjr_setBuffer(mujoco.mjtFramebuffer.mjFB_OFFSCREEN, self._con)
-        self._scene = mujoco.MjvScene(model, maxgeom=self._max_geom)
-        self._scene.flags[mujoco.mjtRndFlag.mjRND_SHADOW] = model.vis.quality.shadowsize > 0
-        self._model = model
-
-    def upload_textures(self, texture_ids: tuple[int, ...]) -> None:
-        """Re-upload ``model.tex_data`` of ``texture_ids`` to the GL context."""
-        self._gl.make_current()
-        for t in texture_ids:
-            mujoco.mjr_uploadTexture(self._model, self._con, int(t))
-
-    def render(self, data: mujoco.MjData, camera_id: int, width: int, height: int) -> np.ndarray:
-        """Render ``(height, width, 3) uint8`` from fixed camera ``camera_id`` (-1: free camera)."""
-        self._gl.make_current()
-        if width > self._con.offWidth or height > self._con.offHeight:
-            vis = self._model.vis.global_
-            vis.offwidth, vis.offheight = max(vis.offwidth, width), max(vis.offheight, height)
-            self.set_model(self._model)
-        if camera_id >= 0:
-            self._cam.type = mujoco.mjtCamera.mjCAMERA_FIXED
-            self._cam.fixedcamid = camera_id
-        else:
-            mujoco.mjv_defaultFreeCamera(self._model, self._cam)
-        mujoco.mjv_updateScene(self._model, data, self._opt, None, self._cam,
-                               mujoco.mjtCatBit.mjCAT_ALL, self._scene)
-        rect = mujoco.MjrRect(0, 0, width, height)
-        mujoco.mjr_setBuffer(mujoco.mjtFramebuffer.mjFB_OFFSCREEN, self._con)
-        mujoco.mjr_render(rect, self._scene, self._con)
-        out = np.empty((height, width, 3), dtype=np.uint8)
-        mujoco.mjr_readPixels(out, None, rect, self._con)
-        return np.ascontiguousarray(out[::-1])
-
-    def close(self) -> None:
-        """Free the GL resources (idempotent).
-
-        The ``MjrContext`` is freed with the process's shared GL context current
-        (:func:`robogen.envs.scene.shared_gl_context`); the context itself stays.
-        """
-        if self._con is not None:
-            self._gl.make_current()
-            self._con.free()
-            self._con = None
-
-    def __del__(self) -> None:
-        try:
-            self.close()
-        except Exception:  # noqa: BLE001 - interpreter shutdown may have unloaded EGL
-            pass
-
-
 # ----------------------------------------------------------------------------- adapter
 
 
@@ -510,7 +426,11 @@ class GymMujocoAdapter(gym.Wrapper[Any, Any, Any, Any], gym.utils.RecordConstruc
             raise InvalidSpecError(f"obs_mode must be one of {OBS_MODES}, got {obs_mode!r}")
         self.gym_id = gym_id
         self.obs_mode = obs_mode
-        self._renderer: PixelRenderer | None = None
+        self._renderer: OffscreenRenderer | None = None
+        self.defer_frames = False
+        """Pixel observations are :class:`~robogen.envs.render.PendingFrame` objects, drawn
+        on the render thread while the caller goes on (resolve them with
+        :func:`~robogen.envs.render.resolve_frames`); set by the rollout worker."""
         self._episode_return = 0.0
         inner = env.unwrapped
         self._inner_obs_shape = tuple(inner.observation_space.shape)
@@ -632,10 +552,15 @@ class GymMujocoAdapter(gym.Wrapper[Any, Any, Any, Any], gym.utils.RecordConstruc
             SceneError: On an unknown camera name.
             RenderError: If no offscreen GL context can be created.
         """
+        return self._frame(camera, int(width), int(height), defer=False)
+
+    def _frame(self, camera: str | None, width: int, height: int, *, defer: bool) -> Any:
         cam = self._camera_id(camera or self._roles.cameras[0])
         if self._renderer is None:
-            self._renderer = PixelRenderer(self.model)
-        return self._renderer.render(self.data, cam, int(width), int(height))
+            self._renderer = OffscreenRenderer(self.model, grow=True)
+        if defer:
+            return self._renderer.render_async(self.data, cam, width, height)
+        return self._renderer.render(self.data, cam, width, height)
 
     # -- gym API ---------------------------------------------------------------------------
 
@@ -703,7 +628,7 @@ class GymMujocoAdapter(gym.Wrapper[Any, Any, Any, Any], gym.utils.RecordConstruc
         if self.obs_mode == "state":
             return np.asarray(obs, dtype=np.float32)
         s = self.render_settings
-        img = self.render_frame(s.camera, s.width, s.height)
+        img = self._frame(s.camera, s.width, s.height, defer=self.defer_frames)
         if self.obs_mode == "pixels":
             return img
         return {"state": np.asarray(obs, dtype=np.float32), "pixels": img}

@@ -53,15 +53,11 @@ control step, i.e. a control rate of 50 Hz.
 
 from __future__ import annotations
 
-import os
-
 import robogen._gl  # noqa: F401  (choose MUJOCO_GL before mujoco is imported)
 
 # isort: split
 import mujoco
 import numpy as np
-
-from robogen.errors import RenderError
 
 # ---- physics and render settings -------------------------------------------------------------
 TIMESTEP = 0.002
@@ -483,141 +479,9 @@ class SceneIds:
         self.target_mocap = int(model.body_mocapid[model.body(TARGET_BODY).id])
 
 
-RENDER_FAILED = (
-    "offscreen rendering failed with MUJOCO_GL={backend!r}: {error}. Without a display set "
-    "MUJOCO_GL=egl (GPU or Mesa llvmpipe) or MUJOCO_GL=osmesa before mujoco is first imported "
-    "(import robogen before mujoco, or export MUJOCO_GL=egl in the shell)"
-)
-FRAME_TOO_LARGE = (
-    "frame {width}x{height} exceeds the offscreen buffer {max_width}x{max_height} of the model; "
-    "render a smaller frame or raise spec.visual.global_.offwidth/offheight"
-)
-
-
-_SHARED_GL: mujoco.GLContext | None = None
-
-
-def shared_gl_context() -> mujoco.GLContext:
-    """The process's one offscreen OpenGL context, created on first use and made current.
-
-    Every renderer of the process keeps its own ``MjrContext`` (its own
-    framebuffer and uploaded textures) inside this one GL context and binds its
-    framebuffer before each frame. One context instead of one per env avoids a
-    context switch and a pipeline flush per frame (about 10-25% of an 84x84
-    frame with Mesa llvmpipe and a batch of 8 envs).
-
-    Raises:
-        RenderError: If no context can be created (names the MUJOCO_GL fix).
-    """
-    global _SHARED_GL
-    if _SHARED_GL is None:
-        try:
-            _SHARED_GL = mujoco.GLContext(64, 64)
-        except Exception as e:  # noqa: BLE001 - any backend failure gets the same fix
-            raise RenderError(
-                RENDER_FAILED.format(backend=os.environ.get("MUJOCO_GL"), error=e)
-            ) from e
-    _SHARED_GL.make_current()
-    return _SHARED_GL
-
-
-class SceneRenderer:
-    """Offscreen renderer that keeps its OpenGL context across model swaps.
-
-    Unlike :class:`mujoco.Renderer`, one instance renders any frame size up to
-    the model's offscreen buffer and follows a recompiled model with
-    :meth:`set_model` (a new ``MjrContext``, ~0.1 s) instead of a new OpenGL
-    context (~0.25 s more).
-
-    Args:
-        model: Model to render.
-
-    Raises:
-        RenderError: If no OpenGL context can be created (names the MUJOCO_GL fix).
-    """
-
-    def __init__(self, model: mujoco.MjModel) -> None:
-        self._gl = None
-        self._con: mujoco.MjrContext | None = None
-        try:
-            self._gl = shared_gl_context()
-        except Exception as e:  # noqa: BLE001 - any backend failure gets the same fix
-            raise RenderError(
-                RENDER_FAILED.format(backend=os.environ.get("MUJOCO_GL"), error=e)
-            ) from e
-        self._option = mujoco.MjvOption()
-        self._camera = mujoco.MjvCamera()
-        self._camera.type = mujoco.mjtCamera.mjCAMERA_FIXED
-        self.set_model(model)
-
-    @property
-    def model(self) -> mujoco.MjModel:
-        """The model whose assets are uploaded."""
-        return self._model
-
-    def set_model(self, model: mujoco.MjModel) -> None:
-        """Render ``model`` from now on (uploads its textures and meshes)."""
-        self._gl.make_current()
-        if self._con is not None:
-            self._con.free()
-            self._con = None
-        self._model = model
-        try:
-            self._con = mujoco.MjrContext(model, mujoco.mjtFontScale.mjFONTSCALE_100.value)
-        except Exception as e:  # noqa: BLE001 - e.g. mujoco.FatalError: no OpenGL platform
-            raise RenderError(
-                RENDER_FAILED.format(backend=os.environ.get("MUJOCO_GL"), error=e)
-            ) from e
-        mujoco.mjr_setBuffer(mujoco.mjtFramebuffer.mjFB_OFFSCREEN.value, self._con)
-        self._scene = mujoco.MjvScene(model, maxgeom=max(1000, 4 * model.ngeom))
-
-    def upload_textures(self, texture_ids: tuple[int, ...]) -> None:
-        """Re-upload ``model.tex_data`` of ``texture_ids`` after an in-place edit."""
-        self._gl.make_current()
-        for tex_id in texture_ids:
-            mujoco.mjr_uploadTexture(self._model, self._con, int(tex_id))
-
-    def render(self, data: mujoco.MjData, camera_id: int, width: int, height: int) -> np.ndarray:
-        """Render ``(height, width, 3) uint8`` from fixed camera ``camera_id`` (-1: free camera).
-
-        Raises:
-            RenderError: If the frame exceeds the offscreen buffer.
-        """
-        if width > self._con.offWidth or height > self._con.offHeight:
-            raise RenderError(FRAME_TOO_LARGE.format(
-                width=width, height=height, max_width=self._con.offWidth,
-                max_height=self._con.offHeight,
-            ))
-        self._gl.make_current()
-        if camera_id < 0:
-            self._camera.type = mujoco.mjtCamera.mjCAMERA_FREE
-            mujoco.mjv_defaultFreeCamera(self._model, self._camera)
-        else:
-            self._camera.type = mujoco.mjtCamera.mjCAMERA_FIXED
-            self._camera.fixedcamid = int(camera_id)
-        mujoco.mjv_updateScene(
-            self._model, data, self._option, None, self._camera,
-            mujoco.mjtCatBit.mjCAT_ALL.value, self._scene,
-        )
-        rect = mujoco.MjrRect(0, 0, int(width), int(height))
-        mujoco.mjr_setBuffer(mujoco.mjtFramebuffer.mjFB_OFFSCREEN.value, self._con)
-        mujoco.mjr_render(rect, self._scene, self._con)
-        buffer = np.empty((height, width, 3), dtype=np.uint8)
-        mujoco.mjr_readPixels(buffer, None, rect, self._con)
-        return np.ascontiguousarray(buffer[::-1])
-
-    def close(self) -> None:
-        """Free the OpenGL resources (idempotent)."""
-        if self._con is not None and self._gl is not None:
-            self._gl.make_current()
-            self._con.free()
-        self._con = None
-        self._gl = None
-
-
 __all__ = [
     "ARM_JOINTS", "CAMERAS", "DISTRACTOR_REGION", "DISTRACTOR_SLOTS", "FINGER_JOINTS", "FRAME_SKIP",
     "HOME_QPOS", "LIGHTS", "LOOK_AT", "NUM_DISTRACTOR_SLOTS", "OFFSAMPLES", "ROBOT_ACTUATORS",
     "ROBOT_BODIES", "ROBOT_JOINTS", "SHADOW_SIZE", "TABLE_TOP_Z", "TIMESTEP", "build_model",
-    "build_spec", "look_at_quat", "SceneIds", "SceneRenderer",
+    "build_spec", "look_at_quat", "SceneIds",
 ]

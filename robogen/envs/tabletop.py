@@ -26,6 +26,7 @@ from gymnasium import spaces
 
 from robogen.envs import scene as sc
 from robogen.envs.base import PoseDof, SceneRoles
+from robogen.envs.render import OffscreenRenderer
 from robogen.errors import InvalidSpecError, UnknownNameError
 from robogen.types import RenderSettings
 
@@ -164,7 +165,11 @@ class TabletopEnv(gym.Env[Any, np.ndarray]):
         self._model = self.nominal_spec().compile()
         self._data = mujoco.MjData(self._model)
         self._ids_cache: sc.SceneIds | None = None
-        self._renderer: sc.SceneRenderer | None = None
+        self._renderer: OffscreenRenderer | None = None
+        self.defer_frames = False
+        """Pixel observations are :class:`~robogen.envs.render.PendingFrame` objects, drawn
+        on the render thread while the caller goes on (resolve them with
+        :func:`~robogen.envs.render.resolve_frames`); set by the rollout worker."""
         self._succeeded = False
 
         state_space = spaces.Box(-np.inf, np.inf, (STATE_DIM,), np.float32)
@@ -246,10 +251,14 @@ class TabletopEnv(gym.Env[Any, np.ndarray]):
             self._renderer.upload_textures(tuple(texture_ids))
 
     def observe(self) -> Any:
-        """Observation of the current ``data`` (in this env's obs mode)."""
+        """Observation of the current ``data`` in this env's obs mode (see :attr:`defer_frames`)."""
         if self.obs_mode == "state":
             return self._state()
-        pixels = self.render_frame(self.camera, self.width, self.height)
+        renderer, cam_id = self._renderer_for(self.camera)
+        if self.defer_frames:
+            pixels: Any = renderer.render_async(self._data, cam_id, self.width, self.height)
+        else:
+            pixels = renderer.render(self._data, cam_id, self.width, self.height)
         if self.obs_mode == "pixels":
             return pixels
         return {"state": self._state(), "pixels": pixels}
@@ -263,16 +272,19 @@ class TabletopEnv(gym.Env[Any, np.ndarray]):
             UnknownNameError: If the model has no camera ``camera``.
             RenderError: If offscreen rendering is unavailable or the frame is too large.
         """
-        camera = camera or self.camera
+        renderer, cam_id = self._renderer_for(camera or self.camera)
+        return renderer.render(self._data, cam_id, int(width), int(height))
+
+    def _renderer_for(self, camera: str) -> tuple[OffscreenRenderer, int]:
         cam_id = mujoco.mj_name2id(self._model, mujoco.mjtObj.mjOBJ_CAMERA, camera)
         if cam_id < 0:
             names = [self._model.camera(i).name for i in range(self._model.ncam)]
             raise UnknownNameError("camera", camera, names)
         if self._renderer is None:
-            self._renderer = sc.SceneRenderer(self._model)
+            self._renderer = OffscreenRenderer(self._model)
         elif self._renderer.model is not self._model:
             self._renderer.set_model(self._model)
-        return self._renderer.render(self._data, cam_id, int(width), int(height))
+        return self._renderer, cam_id
 
     def render(self) -> np.ndarray | None:  # type: ignore[override]
         """``(height, width, 3) uint8`` frame of the observation camera for ``rgb_array``."""

@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from robogen.envs.render import resolve_frames
 from robogen.errors import RobogenError
 from robogen.rollout.plan import episode_seed, perturbation_seed
 from robogen.types import EpisodeResult, EvalManifest, WorkUnit
@@ -40,9 +41,11 @@ def make_env(manifest: EvalManifest) -> Any:
         max_steps=manifest.max_steps,
         render=render,
         success_threshold=manifest.success_threshold,
+        disable_env_checker=True,  # robogen's envs are checked by tests, not on every run
         **manifest.env_kwargs,
     )
     return PerturbedEnv(env)
+
 
 
 def policy_context(
@@ -137,6 +140,10 @@ class EpisodeWorker:
         from robogen.envs.base import find_scene
 
         self._scenes = [find_scene(e) for e in self._envs]
+        if self.manifest.obs_mode != "state":
+            for scene in self._scenes:
+                if hasattr(scene, "defer_frames"):
+                    scene.defer_frames = True  # draw env k's frame while env k+1 steps
         attach = getattr(self.policy, "attach", None)
         if callable(attach):
             attach(self._scenes)
@@ -175,6 +182,7 @@ class EpisodeWorker:
                 raise  # a bad condition is a setup error, not an episode outcome
             except Exception as e:  # noqa: BLE001 - recorded with its cause
                 self._finish(slot, start, cause="sim_unstable", error=_short_error(e))
+        self._resolve_frames(slots, range(n), start, setup=True)
         try:
             if self._takes_seeds:
                 self.policy.reset(list(range(n)), seeds=[s.seed for s in slots])
@@ -196,7 +204,26 @@ class EpisodeWorker:
                 if low is not None:
                     a = np.clip(a, low, high)
                 self._step(envs[k], slots[k], a, start)
+            self._resolve_frames(slots, live, start)
         return [self._result(unit, s) for s in slots]
+
+    def _resolve_frames(
+        self, slots: list[_Slot], rows: Any, start: float, setup: bool = False
+    ) -> None:
+        """Wait for the pixel observations drawn on the render thread (``defer_frames``).
+
+        A frame that failed fails its episode like a failed step (``sim_unstable``); at
+        reset a robogen error (e.g. a bad camera) is a setup error and propagates.
+        """
+        for k in rows:
+            slot = slots[k]
+            try:
+                slot.obs = resolve_frames(slot.obs)
+            except Exception as e:  # noqa: BLE001 - recorded with its cause
+                if setup and isinstance(e, RobogenError):
+                    raise
+                slot.obs = None
+                self._finish(slot, start, cause="sim_unstable", error=_short_error(e))
 
     def _call(self, obs: Any, rows: list[int]) -> np.ndarray:
         if self._takes_slots:

@@ -1,0 +1,108 @@
+"""The render thread: deferred frames equal synchronous ones and errors reach the episode."""
+
+from __future__ import annotations
+
+import mujoco
+import numpy as np
+import pytest
+
+from robogen.configs import load_eval_config
+from robogen.envs import find_scene, make
+from robogen.envs import render as rd
+from robogen.rollout.plan import episode_seed, perturbation_seed
+from robogen.rollout.runner import plan_units, prepare
+from robogen.rollout.worker import EpisodeWorker, make_env, policy_context
+from tests.fixtures import pixel_policies
+
+POLICY = "python:tests/fixtures/pixel_policies.py:image_driven"
+
+
+def _scene(env_id: str = "robogen/PickPlace-v0"):
+    env = make(env_id, obs_mode="pixels")
+    env.reset(seed=3)
+    return env, find_scene(env)
+
+
+@pytest.mark.parametrize("env_id", ["robogen/PickPlace-v0", "gymnasium/Reacher-v5"])
+def test_pending_frame_is_the_state_at_the_call(env_id: str) -> None:
+    env, scene = _scene(env_id)
+    before = scene.render_frame(width=84, height=84)
+    scene.defer_frames = True
+    pending = scene.observe()
+    pending = pending if isinstance(pending, rd.PendingFrame) else pending["pixels"]
+    assert isinstance(pending, rd.PendingFrame)
+    # move everything right after the call: the frame must still show the old state
+    scene.data.qpos[:] += 0.3
+    mujoco.mj_forward(scene.model, scene.data)
+    assert np.array_equal(pending.result(), before)
+    after = scene.render_frame(width=84, height=84)
+    assert not np.array_equal(after, before)
+    assert np.array_equal(rd.resolve_frames({"pixels": pending, "state": 1})["pixels"], before)
+    env.close()
+
+
+def _manifest(tmp_path, env_id="robogen/Reach-v0"):
+    cfg = load_eval_config(
+        None, env=env_id, policy=POLICY, obs_mode="pixels", episodes=6, batch_size=3,
+        axes=["texture", "object_pose"], severities=[1.0], combined=False, max_steps=15,
+        backend="serial", videos=0, out=tmp_path / "r",
+    )
+    return prepare(cfg)
+
+
+def test_worker_with_deferred_frames_equals_a_synchronous_loop(tmp_path) -> None:
+    m = _manifest(tmp_path)
+    units = plan_units(m)
+    worker = EpisodeWorker(m)
+    assert all(s.defer_frames for s in worker._scenes)
+    results = [r for u in units for r in worker.run_unit(u)]
+    worker.close()
+    deferred_seen = worker.policy.seen
+
+    # the same episodes by hand, one env at a time, frames drawn synchronously
+    env = make_env(m)
+    assert not find_scene(env).defer_frames
+    policy = pixel_policies.image_driven(policy_context(m.env_id, "pixels", None, env))
+    by_hand = {}
+    for u in units:
+        env.set_levels(u.condition.levels)
+        for i in u.episode_indices:
+            obs, _ = env.reset(seed=episode_seed(m.seed, i),
+                               options={"perturbation_seed": perturbation_seed(m.seed, i)})
+            ret, done = 0.0, False
+            while not done:
+                obs, r, term, trunc, _ = env.step(policy.act(obs[None])[0])
+                ret += float(r)
+                done = term or trunc
+            by_hand[(u.condition.name, i)] = ret
+    env.close()
+    assert {(r.condition, r.episode_index): r.episode_return for r in results} == by_hand
+    # the worker acts on batches in lockstep; the frames are the same, in another order
+    assert sorted(deferred_seen) == sorted(policy.seen)
+    assert len(set(deferred_seen)) > len(units)  # frames really vary
+
+
+def test_a_frame_that_fails_fails_its_episode_with_the_cause(tmp_path, monkeypatch) -> None:
+    m = _manifest(tmp_path)
+    worker = EpisodeWorker(m)
+    unit = plan_units(m)[0]
+    calls = {"n": 0}
+    draw = rd._draw
+
+    def flaky(*args):
+        calls["n"] += 1
+        if calls["n"] == 8:  # a frame during the second step of the batch
+            raise RuntimeError("GL_OUT_OF_MEMORY in glReadPixels")
+        return draw(*args)
+
+    monkeypatch.setattr(rd, "_draw", flaky)
+    results = worker.run_unit(unit)
+    worker.close()
+    failed = [r for r in results if r.cause == "sim_unstable"]
+    assert len(failed) == 1 and "GL_OUT_OF_MEMORY" in failed[0].error
+    assert not failed[0].success
+    assert all(r.length_steps == m.max_steps or r.success for r in results if r not in failed)
+
+
+def test_calls_from_the_render_thread_do_not_wait_on_themselves() -> None:
+    assert rd.call(lambda: rd.call(lambda: 7)) == 7
