@@ -4,8 +4,9 @@
    episodes). Goal: overhead <= 10% (ratio bare/robogen >= 0.91).
 2. The Ray backend with 2 workers against the serial backend (same units).
    Goal: >= 1.7x.
-3. Pixel-observation evaluation frames/s against raw ``mujoco.Renderer``
-   frames/s on the same scene and render settings. Goal: >= 0.9.
+3. Pixel-observation evaluation frames/s (random policy, 16 episodes in two
+   batches of 8) against raw ``mujoco.Renderer`` frames/s on the same scene and
+   render settings (frames only: no physics, no policy). Goal: >= 0.9.
 
 The machine is noisy; absolute times mean little, ratios are what to read.
 Usage: python benchmarks/bench_rollout.py [--episodes N] [--quick]
@@ -192,16 +193,23 @@ def main() -> None:
     )
 
     for env_id in ("robogen/PickPlace-v0", "gymnasium/Reacher-v5"):
-        m = _manifest(env_id, "random", max(4, n // 4), obs_mode="pixels")
-        px_s, px_steps = robogen_serial(m)
-        raw = raw_render_fps(env_id, 500)
+        # two full batches of 8; eval and raw alternate and the best of each counts,
+        # so that a slow spell of this shared machine does not land on one side only
+        m = _manifest(env_id, "random", 16, obs_mode="pixels")
+        robogen_serial(m)  # warm-up: renderers, first frames
+        fps, raws = [], []
+        for _ in range(2 if args.quick else 3):
+            px_s, px_steps = robogen_serial(m)
+            fps.append(px_steps / px_s)
+            raws.append(raw_render_fps(env_id, 500))
+        px_fps, raw = max(fps), max(raws)
         rows.append(
             (
                 f"pixel eval vs raw Renderer [{env_id}]",
-                f"eval {px_steps / px_s:,.0f} frames/s, raw {raw:,.0f} frames/s "
+                f"eval {px_fps:,.0f} frames/s, raw {raw:,.0f} frames/s (best of {len(fps)}) "
                 f"({m.render.width}x{m.render.height}, shadowsize {m.render.shadowsize}, "
                 f"offsamples {m.render.offsamples})",
-                (px_steps / px_s) / raw,
+                px_fps / raw,
                 ">= 0.9",
             )
         )

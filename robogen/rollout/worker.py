@@ -194,17 +194,26 @@ class EpisodeWorker:
                     self._finish(slot, start, cause="policy_error", error=_short_error(e))
         action_space = envs[0].action_space
         low, high = getattr(action_space, "low", None), getattr(action_space, "high", None)
+        # With deferred frames and a policy that acts on any subset of slots, the batch
+        # runs as two interleaved halves: one half's frames are drawn on the render thread
+        # while the policy acts for, and the physics steps, the other half.
+        halves = self._takes_slots and self.manifest.obs_mode != "state" and n > 1
+        groups = [list(range(0, n, 2)), list(range(1, n, 2))] if halves else [list(range(n))]
         while not all(s.done for s in slots):
-            live = [k for k, s in enumerate(slots) if not s.done]
-            actions = self._act(slots, live, start)
-            for k in live:
-                if slots[k].done:
+            for group in groups:
+                self._resolve_frames(slots, [k for k in group if not slots[k].done], start)
+                live = [k for k in group if not slots[k].done]
+                if not live:
                     continue
-                a = actions[k]
-                if low is not None:
-                    a = np.clip(a, low, high)
-                self._step(envs[k], slots[k], a, start)
-            self._resolve_frames(slots, live, start)
+                actions = self._act(slots, live, start)
+                for k in live:
+                    if slots[k].done:
+                        continue
+                    a = actions[k]
+                    if low is not None:
+                        a = np.clip(a, low, high)
+                    self._step(envs[k], slots[k], a, start)
+        self._resolve_frames(slots, range(n), start)  # the last frames (and their errors)
         return [self._result(unit, s) for s in slots]
 
     def _resolve_frames(

@@ -41,20 +41,23 @@ def test_pending_frame_is_the_state_at_the_call(env_id: str) -> None:
     env.close()
 
 
-def _manifest(tmp_path, env_id="robogen/Reach-v0"):
+def _manifest(tmp_path, env_id="robogen/Reach-v0", policy=POLICY):
     cfg = load_eval_config(
-        None, env=env_id, policy=POLICY, obs_mode="pixels", episodes=6, batch_size=3,
+        None, env=env_id, policy=policy, obs_mode="pixels", episodes=6, batch_size=3,
         axes=["texture", "object_pose"], severities=[1.0], combined=False, max_steps=15,
         backend="serial", videos=0, out=tmp_path / "r",
     )
     return prepare(cfg)
 
 
-def test_worker_with_deferred_frames_equals_a_synchronous_loop(tmp_path) -> None:
-    m = _manifest(tmp_path)
+@pytest.mark.parametrize("factory", ["image_driven", "image_driven_slots"])
+def test_worker_with_deferred_frames_equals_a_synchronous_loop(tmp_path, factory) -> None:
+    """Whole batches (policy without ``slots``) and interleaved half-batches (with)."""
+    m = _manifest(tmp_path, policy=f"python:tests/fixtures/pixel_policies.py:{factory}")
     units = plan_units(m)
     worker = EpisodeWorker(m)
     assert all(s.defer_frames for s in worker._scenes)
+    assert worker._takes_slots == (factory == "image_driven_slots")
     results = [r for u in units for r in worker.run_unit(u)]
     worker.close()
     deferred_seen = worker.policy.seen
@@ -62,7 +65,7 @@ def test_worker_with_deferred_frames_equals_a_synchronous_loop(tmp_path) -> None
     # the same episodes by hand, one env at a time, frames drawn synchronously
     env = make_env(m)
     assert not find_scene(env).defer_frames
-    policy = pixel_policies.image_driven(policy_context(m.env_id, "pixels", None, env))
+    policy = getattr(pixel_policies, factory)(policy_context(m.env_id, "pixels", None, env))
     by_hand = {}
     for u in units:
         env.set_levels(u.condition.levels)
