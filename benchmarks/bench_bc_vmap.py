@@ -18,6 +18,13 @@ Three trainers, all on the CPU, same data, seeds and minibatches:
 is the best of ``--repeats`` further calls. Ratios are sequential time over
 vmapped time (> 1: vmap is faster).
 
+Ceiling: each trainer's arithmetic rate (GFLOP/s: 3x the forward matmul FLOPs
+per sample, the usual forward + backward estimate, times batch, steps and K)
+is printed next to this machine's peak, measured in the same run as the best
+rate of a large XLA matmul. No trainer can beat the sequential one by more
+than peak / sequential rate: when that bound is below a speed-up goal, the goal
+is out of reach on this machine whatever the trainer does.
+
 Usage::
 
     python benchmarks/bench_bc_vmap.py            # K=8, N=2000, D=20, A=5, two net sizes
@@ -63,6 +70,40 @@ def _time(fn, repeats: int, **kw) -> tuple[float, float, list]:
     return first, best, models
 
 
+def _peak_gflops(shape: tuple[int, int, int, int] = (1, 2048, 2048, 2048),
+                 repeats: int = 5) -> float:
+    """Best GFLOP/s of XLA's float32 matmul ``(k, m, n) @ (k, n, p)`` for ``shape = (k, m, n, p)``.
+
+    The default (one 2048^3 product) is this machine's peak; a training run's own
+    layer shapes (``(K, batch, width, width)``) give the best any trainer reaches
+    with matrices that small.
+    """
+    import jax
+    import jax.numpy as jnp
+
+    k, m, n, p = shape
+    a, b = jnp.ones((k, m, n), jnp.float32), jnp.ones((k, n, p), jnp.float32)
+    f = jax.jit(lambda x, y: jnp.einsum("kmn,knp->kmp", x, y))
+    f(a, b).block_until_ready()
+    calls = max(1, int(2e9 // (2 * k * m * n * p)))  # ~2 GFLOP per timing
+    best = float("inf")
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        for _ in range(calls):
+            out = f(a, b)
+        out.block_until_ready()
+        best = min(best, (time.perf_counter() - t0) / calls)
+    return 2 * k * m * n * p / best / 1e9
+
+
+def _train_gflop(obs_dim: int, hidden: tuple[int, ...], act_dim: int, batch: int, steps: int,
+                 k: int) -> float:
+    """Matmul GFLOP of training k MLPs: 3 x forward (forward + backward), per sample."""
+    widths = (obs_dim, *hidden, act_dim)
+    forward = sum(2 * a * b for a, b in zip(widths[:-1], widths[1:], strict=True))
+    return 3 * forward * batch * steps * k / 1e9
+
+
 def main() -> None:
     """Parse arguments, run the three trainers per network size, print times and ratios."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
@@ -85,8 +126,10 @@ def main() -> None:
 
     obs, actions, masks = _data(args.n, args.obs_dim, args.act_dim, args.k)
     seeds = list(range(args.k))
+    peak = _peak_gflops()
     print(f"K={args.k} models, N={args.n}, obs dim {args.obs_dim}, action dim {args.act_dim}, "
-          f"{args.steps} steps each, subsets of {args.n // 2} rows; {os.cpu_count()} CPU(s)")
+          f"{args.steps} steps each, subsets of {args.n // 2} rows; {os.cpu_count()} CPU(s); "
+          f"peak matmul {peak:.0f} GFLOP/s")
     for hidden_s, bs in zip(hiddens, batches, strict=True):
         hidden = tuple(int(h) for h in hidden_s.split(","))
         kw = dict(obs=obs, actions=actions, subsets=masks, seeds=seeds, steps=args.steps,
@@ -99,12 +142,20 @@ def main() -> None:
             p_first, p_best, _ = _time(train_bc_sequential, max(1, args.repeats - 1),
                                        chunk_steps=1, **kw)
             rows.append(("per-step loop", p_first, p_best))
-        print(f"  {'trainer':<14} {'incl. compile [s]':>18} {'excl. compile [s]':>18}")
+        gflop = _train_gflop(args.obs_dim, hidden, args.act_dim, bs, args.steps, args.k)
+        print(f"  {'trainer':<14} {'incl. compile [s]':>18} {'excl. compile [s]':>18} "
+              f"{'GFLOP/s':>8} {'of peak':>8}")
         for name, first, best in rows:
-            print(f"  {name:<14} {first:>18.2f} {best:>18.2f}")
+            print(f"  {name:<14} {first:>18.2f} {best:>18.2f} {gflop / best:>8.0f} "
+                  f"{gflop / best / peak:>8.0%}")
         for name, first, best in rows[1:]:
             print(f"  ratio {name} / vmapped: excl. compile {best / v_best:.2f}x, "
                   f"incl. compile {first / v_first:.2f}x")
+        layer = _peak_gflops((args.k, bs, hidden[-1], hidden[-1]))
+        best_rate = min(peak, layer)
+        print(f"  ceiling: the K x ({bs}x{hidden[-1]} @ {hidden[-1]}x{hidden[-1]}) products "
+              f"of this net run at {layer:.0f} GFLOP/s at best, so no trainer can be more than "
+              f"{best_rate / (gflop / s_best):.1f}x faster than the sequential one here")
         diff = max(float(np.abs(a.predict(obs) - b.predict(obs)).max())
                    for a, b in zip(v_models, s_models, strict=True))
         loss = np.mean([m.train_info["final_loss"] for m in v_models])
