@@ -9,7 +9,7 @@
    render settings (frames only: no physics, no policy). Goal: >= 0.9.
 
 The machine is noisy; absolute times mean little, ratios are what to read.
-Usage: python benchmarks/bench_rollout.py [--episodes N] [--quick]
+Usage: python benchmarks/bench_rollout.py [--episodes N] [--quick] [--only pixels,overhead,ray]
 """
 
 from __future__ import annotations
@@ -150,67 +150,74 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--episodes", type=int, default=40)
     ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--only", default="pixels,overhead,ray",
+                    help="comma-separated sections to run: pixels, overhead, ray")
     args = ap.parse_args()
+    args.only = set(args.only.split(","))
     n = 12 if args.quick else args.episodes
     ckpt = "sb3:robogen/assets/checkpoints/ppo_reacher.zip"
     vn = "robogen/assets/checkpoints/ppo_reacher_vecnormalize.pkl"
     rows = []
 
-    for env_id, pol, vnorm in (
-        ("gymnasium/Reacher-v5", ckpt, vn),
-        ("robogen/PickPlace-v0", "expert:pick_place", None),
-    ):
-        m = _manifest(env_id, pol, n, vecnormalize=vnorm)
-        bare_s, bare_steps = bare_loop(env_id, pol, n, m.seed, vecnormalize=vnorm)
-        ser_s, ser_steps = robogen_serial(m)
-        rows.append(
-            (
-                f"serial vs bare loop [{env_id}]",
-                f"bare {bare_steps / bare_s:,.0f} steps/s, "
-                f"robogen {ser_steps / ser_s:,.0f} steps/s",
-                (ser_steps / ser_s) / (bare_steps / bare_s),
-                ">= 0.91",
+    # pixels first: Ray's processes may linger for a moment after shutdown
+    if "pixels" in args.only:
+        for env_id in ("robogen/PickPlace-v0", "gymnasium/Reacher-v5"):
+            # two full batches of 8; eval and raw alternate and the best of each counts,
+            # so that a slow spell of this shared machine does not land on one side only
+            m = _manifest(env_id, "random", 16, obs_mode="pixels")
+            robogen_serial(m)  # warm-up: renderers, first frames
+            fps, raws = [], []
+            for _ in range(2 if args.quick else 3):
+                px_s, px_steps = robogen_serial(m)
+                fps.append(px_steps / px_s)
+                raws.append(raw_render_fps(env_id, 500))
+            px_fps, raw = max(fps), max(raws)
+            rows.append(
+                (
+                    f"pixel eval vs raw Renderer [{env_id}]",
+                    f"eval {px_fps:,.0f} frames/s, raw {raw:,.0f} frames/s (best of {len(fps)}) "
+                    f"({m.render.width}x{m.render.height}, shadowsize {m.render.shadowsize}, "
+                    f"offsamples {m.render.offsamples})",
+                    px_fps / raw,
+                    ">= 0.9",
+                )
             )
-        )
 
-    m = _manifest(
-        "robogen/PickPlace-v0",
-        "expert:pick_place",
-        n,
-        axes=["physics", "object_pose", "embodiment"],
-    )
-    ser_s, ser_steps = robogen_serial(m, nominal_only=False)
-    ray_s, init_s, ray_steps = robogen_ray(m, workers=2)
-    assert ray_steps == ser_steps
-    rows.append(
-        (
-            "ray 2 workers vs serial [PickPlace expert]",
-            f"serial {ser_s:.1f} s, ray {ray_s:.1f} s once actors are up "
-            f"(start-up {init_s:.1f} s; with it {ser_s / (ray_s + init_s):.2f}x)",
-            ser_s / ray_s,
-            ">= 1.7",
-        )
-    )
+    if "overhead" in args.only:
+        for env_id, pol, vnorm in (
+            ("gymnasium/Reacher-v5", ckpt, vn),
+            ("robogen/PickPlace-v0", "expert:pick_place", None),
+        ):
+            m = _manifest(env_id, pol, n, vecnormalize=vnorm)
+            bare_s, bare_steps = bare_loop(env_id, pol, n, m.seed, vecnormalize=vnorm)
+            ser_s, ser_steps = robogen_serial(m)
+            rows.append(
+                (
+                    f"serial vs bare loop [{env_id}]",
+                    f"bare {bare_steps / bare_s:,.0f} steps/s, "
+                    f"robogen {ser_steps / ser_s:,.0f} steps/s",
+                    (ser_steps / ser_s) / (bare_steps / bare_s),
+                    ">= 0.91",
+                )
+            )
 
-    for env_id in ("robogen/PickPlace-v0", "gymnasium/Reacher-v5"):
-        # two full batches of 8; eval and raw alternate and the best of each counts,
-        # so that a slow spell of this shared machine does not land on one side only
-        m = _manifest(env_id, "random", 16, obs_mode="pixels")
-        robogen_serial(m)  # warm-up: renderers, first frames
-        fps, raws = [], []
-        for _ in range(2 if args.quick else 3):
-            px_s, px_steps = robogen_serial(m)
-            fps.append(px_steps / px_s)
-            raws.append(raw_render_fps(env_id, 500))
-        px_fps, raw = max(fps), max(raws)
+    if "ray" in args.only:
+        m = _manifest(
+            "robogen/PickPlace-v0",
+            "expert:pick_place",
+            n,
+            axes=["physics", "object_pose", "embodiment"],
+        )
+        ser_s, ser_steps = robogen_serial(m, nominal_only=False)
+        ray_s, init_s, ray_steps = robogen_ray(m, workers=2)
+        assert ray_steps == ser_steps
         rows.append(
             (
-                f"pixel eval vs raw Renderer [{env_id}]",
-                f"eval {px_fps:,.0f} frames/s, raw {raw:,.0f} frames/s (best of {len(fps)}) "
-                f"({m.render.width}x{m.render.height}, shadowsize {m.render.shadowsize}, "
-                f"offsamples {m.render.offsamples})",
-                px_fps / raw,
-                ">= 0.9",
+                "ray 2 workers vs serial [PickPlace expert]",
+                f"serial {ser_s:.1f} s, ray {ray_s:.1f} s once actors are up "
+                f"(start-up {init_s:.1f} s; with it {ser_s / (ray_s + init_s):.2f}x)",
+                ser_s / ray_s,
+                ">= 1.7",
             )
         )
 
