@@ -322,6 +322,15 @@ def run_check(
         look_schedule(1, looks)
         spent_alpha(spending, 1.0, alpha)
     base_saved, cand_saved = is_saved(baseline), is_saved(candidate)
+    if write and (not base_saved or not cand_saved):
+        busy = [out_dir / n for n in ("check.json", "baseline", "candidate")
+                if (out_dir / n).exists()]
+        if busy:
+            raise InvalidSpecError(
+                f"--out {str(out_dir)!r} already holds a check ({busy[0].name} exists); "
+                "give a new --out, or compare the saved runs in it: robogen check --baseline "
+                f"{out_dir / 'baseline'} --candidate {out_dir / 'candidate'}"
+            )
     if sequential and base_saved and cand_saved:
         raise InvalidSpecError(
             "--sequential evaluates in batches, so the candidate (or baseline) must be a policy "

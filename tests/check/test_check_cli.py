@@ -161,6 +161,18 @@ def test_two_policies_are_evaluated_from_the_spec(tmp_path: Path) -> None:
     assert [c.condition for c in result.conditions] == ["nominal", "physics@1"]
     for side in ("baseline", "candidate"):
         assert (tmp_path / "out" / side / "manifest.json").is_file()
+    before = (tmp_path / "out" / "check.json").read_bytes()
+    # the same command again into the same --out: a clear error, nothing touched
+    code, output = _check("--baseline", "expert:reach", "--candidate", "expert:reach",
+                          "--spec", str(spec), "--out", str(tmp_path / "out"))
+    assert code == 2
+    assert "already holds a check (check.json exists)" in output
+    assert (tmp_path / "out" / "check.json").read_bytes() == before
+    # its saved runs can be compared again in place
+    code, output = _check("--baseline", str(tmp_path / "out" / "baseline"),
+                          "--candidate", str(tmp_path / "out" / "candidate"),
+                          "--out", str(tmp_path / "out"))
+    assert code == 0, output
 
 
 def test_spec_that_contradicts_the_saved_baseline_is_exit_2(
