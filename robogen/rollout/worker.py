@@ -201,7 +201,8 @@ class EpisodeWorker:
         groups = [list(range(0, n, 2)), list(range(1, n, 2))] if halves else [list(range(n))]
         while not all(s.done for s in slots):
             for group in groups:
-                self._resolve_frames(slots, [k for k in group if not slots[k].done], start)
+                # finished slots too: a policy without ``slots`` sees every slot's last frame
+                self._resolve_frames(slots, group, start)
                 live = [k for k in group if not slots[k].done]
                 if not live:
                     continue

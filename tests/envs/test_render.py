@@ -109,3 +109,21 @@ def test_a_frame_that_fails_fails_its_episode_with_the_cause(tmp_path, monkeypat
 
 def test_calls_from_the_render_thread_do_not_wait_on_themselves() -> None:
     assert rd.call(lambda: rd.call(lambda: 7)) == 7
+
+
+@pytest.mark.parametrize("obs_mode", ["pixels", "state+pixels"])
+def test_policy_without_slots_sees_resolved_frames_of_finished_episodes(tmp_path, obs_mode):
+    """Episodes that finish early leave their last frame in the batch the policy is given."""
+    cfg = load_eval_config(
+        None, env="robogen/Reach-v0", policy="python:tests/fixtures/pixel_policies.py:"
+        "reach_expert_no_slots", obs_mode=obs_mode, episodes=8, batch_size=8,
+        axes=["camera"], severities=[1.0], combined=False, backend="serial", videos=0,
+        out=tmp_path / "r",
+    )
+    m = prepare(cfg)
+    worker = EpisodeWorker(m)
+    assert not worker._takes_slots
+    results = [r for u in plan_units(m) for r in worker.run_unit(u)]
+    worker.close()
+    assert len(results) == 16 and all(r.success for r in results), [r.error for r in results]
+    assert len({r.length_steps for r in results}) > 1  # episodes did end at different steps
