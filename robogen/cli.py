@@ -270,8 +270,28 @@ app.command("scale")(scale_command)
 app.command("plan")(plan_command)
 
 
+def _import_mujoco() -> None:
+    """Import MuJoCo now, so that an unusable ``MUJOCO_GL`` is an input error (exit 2)."""
+    import os
+
+    try:
+        import mujoco  # noqa: F401
+    except Exception as e:  # noqa: BLE001 - MuJoCo raises RuntimeError, PyOpenGL AttributeError
+        from robogen._console import print_error
+
+        print_error(
+            f"cannot load MuJoCo with MUJOCO_GL={os.environ.get('MUJOCO_GL')!r} "
+            f"({type(e).__name__}: {e}). Use MUJOCO_GL=egl (a GPU or Mesa llvmpipe), or "
+            "MUJOCO_GL=osmesa where libOSMesa is installed, or unset it on a machine with a "
+            "display"
+        )
+        sys.exit(EXIT_INVALID)
+
+
 def main() -> None:
     """Console-script entry point."""
+    if len(sys.argv) > 1 and sys.argv[1] not in ("--help", "-h"):
+        _import_mujoco()
     try:
         app()
     except KeyboardInterrupt:

@@ -143,3 +143,17 @@ def test_bad_env_kwargs_and_threshold_via_spec(tmp_path):
 def test_resume_rejects_protocol_flags(tmp_path):
     res = _eval("--resume", str(tmp_path), "--episodes", "20")
     assert res.exit_code == 2 and "drop --episodes" in _flat(res.output)
+
+
+def test_unusable_mujoco_gl_is_exit_2_with_the_fix():
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "MUJOCO_GL": "bogus"}
+    env.pop("PYOPENGL_PLATFORM", None)
+    code = "import sys; from robogen.cli import main; sys.argv = ['robogen', 'list']; main()"
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    assert out.returncode == 2, out.stderr
+    assert "MUJOCO_GL='bogus'" in out.stderr and "MUJOCO_GL=egl" in out.stderr
+    assert "Traceback" not in out.stderr

@@ -40,8 +40,9 @@ T = TypeVar("T")
 
 RENDER_FAILED = (
     "offscreen rendering failed with MUJOCO_GL={backend!r}: {error}. Without a display set "
-    "MUJOCO_GL=egl (GPU or Mesa llvmpipe) or MUJOCO_GL=osmesa before mujoco is first imported "
-    "(import robogen before mujoco, or export MUJOCO_GL=egl in the shell)"
+    "MUJOCO_GL=egl (GPU or Mesa llvmpipe), or MUJOCO_GL=osmesa where libOSMesa is installed, "
+    "before mujoco is first imported (import robogen before mujoco, or export MUJOCO_GL=egl "
+    "in the shell)"
 )
 FRAME_TOO_LARGE = (
     "frame {width}x{height} exceeds the offscreen buffer {max_width}x{max_height} of the model; "
