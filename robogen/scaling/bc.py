@@ -156,6 +156,28 @@ class BCConfig:
         return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in d.items()})
 
 
+def min_image_size(config: BCConfig) -> int:
+    """Smallest square image side [px] whose conv stack (``VALID`` padding) leaves >= 1 px.
+
+    Each layer maps a side ``n`` to ``(n - kernel) // stride + 1``; the bound is
+    found by running that map backwards from 1.
+    """
+    side = 1
+    for k, s in zip(reversed(config.conv_kernels), reversed(config.conv_strides), strict=True):
+        side = (side - 1) * s + k
+    return side
+
+
+def check_image_size(config: BCConfig, size: int) -> None:
+    """Raise :class:`InvalidSpecError` if ``size`` [px] is too small for the CNN of ``config``."""
+    need = min_image_size(config)
+    if config.arch == "cnn" and size < need:
+        raise InvalidSpecError(
+            f"images of {size}x{size} px are too small for the BC CNN (kernels "
+            f"{list(config.conv_kernels)}, strides {list(config.conv_strides)}): it needs at least "
+            f"{need}x{need}; use --image-size {need} or more (84 is the default)")
+
+
 class _PolicyNet(nn.Module):
     """MLP or CNN(+state) trunk with a ``tanh`` action head; inputs are pre-normalized."""
 
@@ -437,6 +459,8 @@ def _prepare(obs: Any, actions: Any, subsets: Any, seeds: Sequence[int], config:
         raise InvalidSpecError(BAD_ARCH.format(arch="mlp", obs_mode=obs_mode, fix="arch='cnn'"))
     if config.arch == "cnn" and "pixels" not in data:
         raise InvalidSpecError(BAD_ARCH.format(arch="cnn", obs_mode=obs_mode, fix="arch='mlp'"))
+    if config.arch == "cnn":
+        check_image_size(config, min(data["pixels"].shape[1:3]))
     act = np.asarray(actions, dtype=np.float32)
     if act.ndim != 2 or len(act) != n or not np.all(np.isfinite(act)):
         raise InvalidSpecError(BAD_ACTIONS.format(n=n, got=f"shape {act.shape}"))

@@ -50,7 +50,7 @@ from typing import Any
 import numpy as np
 
 from robogen.errors import InvalidSpecError, RunDirError, UnknownNameError
-from robogen.scaling.bc import BCConfig
+from robogen.scaling.bc import BCConfig, check_image_size
 from robogen.scaling.demos import BASE_FACTOR, EXPERT_TASKS, factor_condition
 from robogen.scaling.pipeline import (
     ModelJob,
@@ -308,6 +308,8 @@ def validate(config: ScaleConfig) -> list[str]:
         raise InvalidSpecError(
             f"BC arch {config.bc.arch!r} cannot read {config.obs_mode!r} observations; use "
             f"arch={'mlp' if config.obs_mode == 'state' else 'cnn'}")
+    if config.obs_mode != "state":
+        check_image_size(config.bc, config.image_size)
     warnings = []
     if config.obs_mode == "state":
         for f in config.factors:

@@ -238,3 +238,18 @@ def test_cnn_ensemble_with_state_and_augmentation_learns():
         assert m.train_info["final_loss"] < 0.1 * m.train_info["loss_curve"][0]
     a = models[0].predict({"state": state[:8], "pixels": pix[:8]})
     assert a.shape == (8, 2) and a.dtype == np.float32
+
+
+def test_min_image_size_is_the_smallest_side_the_cnn_accepts():
+    from robogen.scaling.bc import BCConfig, check_image_size, min_image_size
+
+    cfg = BCConfig(arch="cnn")
+    need = min_image_size(cfg)
+    assert need == 36  # (8, 4, 3) kernels, (4, 2, 1) strides
+    side = need
+    for k, s in zip(cfg.conv_kernels, cfg.conv_strides, strict=True):
+        side = (side - k) // s + 1
+    assert side == 1
+    check_image_size(cfg, need)
+    with pytest.raises(InvalidSpecError, match="at least 36x36"):
+        check_image_size(cfg, need - 1)

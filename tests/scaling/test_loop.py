@@ -135,10 +135,11 @@ def test_scale_end_to_end_resumes_after_sigkill(tmp_path):
         (["--obs-mode", "depth"], "--obs-mode must be state, pixels"),
         (["--backend", "spark"], "backend must be 'serial' or 'ray'"),
         (["--steps", "0"], "BC steps must be a positive integer"),
+        (["--obs-mode", "state+pixels", "--image-size", "16"], "it needs at least 36x36"),
     ],
     ids=["unknown-factor", "two-points", "negative-point", "fractional-point", "pair-twice",
          "pair-unknown", "pair-malformed", "no-expert", "base-0", "obs-mode", "backend",
-         "steps-0"],
+         "steps-0", "image-too-small-for-cnn"],
 )
 def test_scale_bad_input_exits_2_and_writes_nothing(tmp_path, args, needle):
     out = tmp_path / "scale"
