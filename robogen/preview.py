@@ -9,7 +9,7 @@ import numpy as np
 
 from robogen.perturbations.base import check_level
 from robogen.rollout.plan import episode_seed, perturbation_seed
-from robogen.types import AxisLevel
+from robogen.types import AxisLevel, RenderSettings
 
 
 def preview_images(
@@ -42,7 +42,9 @@ def preview_images(
         make_axis(a)
     for s in severities:
         check_level(s, "all")
-    env = PerturbedEnv(make(env_id))
+    # the camera axis moves the observation camera, so the chosen camera must be that one
+    render = None if camera is None else RenderSettings(camera=camera)
+    env = PerturbedEnv(make(env_id, render=render))
     scene = find_scene(env)
     grid = np.zeros((len(axes), len(severities), size, size, 3), np.uint8)
     try:
@@ -69,8 +71,20 @@ def write_preview(
     size: int = 128,
     camera: str | None = None,
 ) -> Path:
-    """Render the grid and save it as a labelled PNG at ``path``."""
+    """Render the grid and save it as a labelled PNG at ``path``.
+
+    Raises:
+        InvalidSpecError: If ``path`` is a directory or does not end in ``.png``
+            (checked before anything is rendered), or as :func:`preview_images`.
+    """
+    from robogen.errors import InvalidSpecError
     from robogen.reports.video import write_grid_png
+
+    path = Path(path)
+    if path.is_dir() or path.suffix.lower() != ".png":
+        raise InvalidSpecError(
+            f"--out must be a .png file path, got {str(path)!r}"
+            + (" (a directory)" if path.is_dir() else ""))
 
     images = preview_images(env_id, axes, severities, seed=seed, size=size, camera=camera)
     Path(path).parent.mkdir(parents=True, exist_ok=True)

@@ -453,6 +453,10 @@ class GymMujocoAdapter(gym.Wrapper[Any, Any, Any, Any], gym.utils.RecordConstruc
         )
         self.install_model(first)
         self._camera_id(self.render_settings.camera)  # validate the camera name
+        # the observation camera is the one the camera axis moves (roles.cameras[0])
+        cam = self.render_settings.camera
+        self._roles = dataclasses.replace(
+            self._roles, cameras=(cam, *(c for c in self._roles.cameras if c != cam)))
         self.observation_space = self._make_obs_space()
 
     # -- MujocoScene ---------------------------------------------------------------------
