@@ -135,14 +135,17 @@ def _describe(space: Any) -> str:
 def check_compatible(policy: Policy, ctx: LoadContext, uri: str) -> None:
     """Raise before any rollout if ``policy`` cannot act in the env of ``ctx``.
 
-    Compares observation shape (a channel-first image policy fits a
-    channel-last env image of the same size) and action shape and bounds.
+    Compares observation shape and action shape and bounds. A channel-first
+    image space fits a channel-last env image of the same size only for a policy
+    that transposes images itself (``policy.transposes_images`` is True, as
+    SB3 CNN policies do); any other policy is given ``(B, H, W, 3)`` frames.
 
     Raises:
         SpaceMismatchError: Naming both spaces and the fix.
     """
     p_obs, e_obs = policy.observation_space, ctx.observation_space
-    if not _obs_fits(p_obs, e_obs):
+    transposes = bool(getattr(policy, "transposes_images", False))
+    if not _obs_fits(p_obs, e_obs, transposes):
         raise SpaceMismatchError(
             SPACE_MISMATCH.format(
                 policy=uri,
@@ -171,19 +174,20 @@ def check_compatible(policy: Policy, ctx: LoadContext, uri: str) -> None:
         )
 
 
-def _obs_fits(p: Any, e: Any) -> bool:
+def _obs_fits(p: Any, e: Any, transposes: bool) -> bool:
     p_spaces = getattr(p, "spaces", None)
     e_spaces = getattr(e, "spaces", None)
     if p_spaces is not None or e_spaces is not None:
         if p_spaces is None or e_spaces is None or set(p_spaces) != set(e_spaces):
             return False
-        return all(_obs_fits(p_spaces[k], e_spaces[k]) for k in p_spaces)
+        return all(_obs_fits(p_spaces[k], e_spaces[k], transposes) for k in p_spaces)
     ps, es = getattr(p, "shape", None), getattr(e, "shape", None)
     if ps == es:
         return True
     # channel-first image policy (SB3 CNN) against a channel-last env image
     return (
-        ps is not None
+        transposes
+        and ps is not None
         and es is not None
         and len(ps) == 3
         and len(es) == 3

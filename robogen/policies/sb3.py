@@ -75,7 +75,11 @@ class SB3Policy:
         action_space: Its action space.
         obs_mode: ``state``, ``pixels`` or ``state+pixels``, inferred from the space.
         vecnormalize: The loaded ``VecNormalize`` statistics, or None.
+        transposes_images: True: channel-last env images are transposed for a
+            channel-first policy space.
     """
+
+    transposes_images = True
 
     def __init__(self, model: Any, algo: str, path: Path, vecnormalize: Any = None) -> None:
         self.model = model

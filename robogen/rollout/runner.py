@@ -17,6 +17,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from robogen.configs import EvalConfig
 from robogen.errors import InvalidSpecError, RunDirError
 from robogen.rollout.plan import build_conditions, make_units
@@ -180,11 +182,13 @@ POLICY_CONTRACT = (
 
 
 def probe_policy(uri: str, policy: Any, env: Any) -> None:
-    """Reset one env and ask ``policy`` for one action, before any run directory exists.
+    """Reset one env and ask ``policy`` for a batch of two actions, before any run dir exists.
 
     A policy whose ``reset`` raises or whose actions have the wrong shape is
-    broken for every episode, so it is a setup error. An ``act`` that raises
-    here is not: such episodes are recorded as ``policy_error`` during the run.
+    broken for every episode, so it is a setup error. The batch holds the same
+    observation twice (both slots attached to the one env), so a policy that
+    ignores the batch size is caught too. An ``act`` that raises here is not a
+    setup error: such episodes are recorded as ``policy_error`` during the run.
 
     Raises:
         SpaceMismatchError: If the action batch has the wrong shape.
@@ -199,26 +203,28 @@ def probe_policy(uri: str, policy: Any, env: Any) -> None:
     fmt = {"uri": uri, "act_shape": ", ".join(map(str, shape)), "space": env.action_space}
     obs, _ = env.reset(seed=episode_seed(0, 0))
     if callable(getattr(policy, "attach", None)):
-        policy.attach([find_scene(env)])
+        policy.attach([find_scene(env)] * 2)
     try:
-        policy.reset([0])
+        policy.reset([0, 1])
     except Exception as e:  # noqa: BLE001 - any failure of user code is reported the same way
         raise InvalidSpecError(
-            POLICY_CONTRACT.format(what=f"raised in reset([0]): {type(e).__name__}: {e}", **fmt)
+            POLICY_CONTRACT.format(what=f"raised in reset([0, 1]): {type(e).__name__}: {e}",
+                                   **fmt)
         ) from e
-    batch = {k: v[None] for k, v in obs.items()} if isinstance(obs, dict) else obs[None]
+    batch = ({k: np.stack([v, v]) for k, v in obs.items()} if isinstance(obs, dict)
+             else np.stack([obs, obs]))
     try:
         if accepts_slots(policy):
-            out = policy.act(batch, deterministic=True, slots=[0])
+            out = policy.act(batch, deterministic=True, slots=[0, 1])
         else:
             out = policy.act(batch, deterministic=True)
     except Exception:  # noqa: BLE001 - recorded per episode during the run
         return
     got = getattr(out, "shape", None)
-    if got is None or tuple(got) != (1, *shape):
+    if got is None or tuple(got) != (2, *shape):
         raise SpaceMismatchError(
             POLICY_CONTRACT.format(
-                what=f"returned {got if got is not None else type(out).__name__} for a batch of 1",
+                what=f"returned {got if got is not None else type(out).__name__} for a batch of 2",
                 **fmt,
             )
         )

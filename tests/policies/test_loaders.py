@@ -223,3 +223,22 @@ def test_python_entry_point(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> 
         load_policy("python:no_such_module_xyz:make", ctx)
     with pytest.raises(InvalidSpecError, match="python:pkg.module:factory"):
         load_policy("python:my_policies", ctx)
+
+
+def test_channel_first_python_policy_is_refused_for_channel_last_frames(tmp_path: Path) -> None:
+    """Only SB3 policies transpose images; any other policy is given (B, H, W, 3) frames."""
+    (tmp_path / "chw_policy.py").write_text(
+        "import numpy as np\nfrom gymnasium import spaces\n\n"
+        "class P:\n"
+        "    def __init__(self, ctx):\n"
+        "        self.observation_space = spaces.Box(0, 255, (3, 84, 84), np.uint8)\n"
+        "        self.action_space = ctx.action_space\n"
+        "        self.obs_mode = 'pixels'\n"
+        "    def reset(self, slots):\n        pass\n"
+        "    def act(self, obs, *, deterministic=True):\n"
+        "        return np.zeros((len(obs), 2), np.float32)\n\n"
+        "def make(ctx):\n    return P(ctx)\n")
+    env = make("gymnasium/Reacher-v5", obs_mode="pixels")
+    ctx = LoadContext("gymnasium/Reacher-v5", env.observation_space, env.action_space, "pixels")
+    with pytest.raises(SpaceMismatchError, match=r"\(3, 84, 84\).*\(84, 84, 3\)"):
+        load_policy(f"python:{tmp_path / 'chw_policy.py'}:make", ctx)
