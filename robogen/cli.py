@@ -93,7 +93,8 @@ def eval_cmd(
         str | None, typer.Option(help="Env id: robogen/<Task>-v0 or gymnasium/<Id>.")
     ] = None,
     policy: Annotated[
-        str | None, typer.Option(help="sb3:X.zip | expert:TASK | flax:DIR | python:m:f | random")
+        str | None,
+        typer.Option(help="sb3:X.zip | expert:TASK | flax:DIR | python:MODULE:FACTORY | random"),
     ] = None,
     spec: Annotated[
         Path | None, typer.Option(help="TOML evaluation spec (flags override it).")
@@ -121,7 +122,8 @@ def eval_cmd(
     workers: Annotated[int | None, typer.Option(help="Ray workers (default: CPUs).")] = None,
     address: Annotated[str | None, typer.Option(help="Existing Ray cluster address.")] = None,
     num_gpus_per_worker: Annotated[float | None, typer.Option(help="GPUs per Ray worker.")] = None,
-    out: Annotated[Path | None, typer.Option(help="Run directory (new or empty).")] = None,
+    out: Annotated[Path | None, typer.Option(
+        help="Run directory (new or empty; default ./runs/<env>-<policy>-<time>).")] = None,
     videos: Annotated[int | None, typer.Option(help="Failures filmed per axis.")] = None,
     success_threshold: Annotated[
         float | None, typer.Option(help="Return threshold for success.")
@@ -215,7 +217,7 @@ def preview_cmd(
     axes: Annotated[str | None, typer.Option(help="Comma-separated axes (default: all).")] = None,
     severities: Annotated[str, typer.Option(help="Columns: severities in [0, 1].")] = "0,0.5,1",
     seed: Annotated[int, typer.Option(help="Run seed.")] = 0,
-    size: Annotated[int, typer.Option(help="Image side [px].")] = 128,
+    size: Annotated[int, typer.Option(help="Image side in pixels.")] = 128,
     camera: Annotated[str | None, typer.Option(help="Camera name.")] = None,
     out: Annotated[Path, typer.Option(help="PNG path.")] = Path("preview.png"),
 ) -> None:

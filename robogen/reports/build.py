@@ -334,13 +334,20 @@ def _axis_gap(
 
 
 def _difficulty_order(gaps: Sequence[AxisGap], axes: Sequence[str]) -> tuple[str, ...]:
+    """Axes by gap at their highest severity, hardest first.
+
+    Only gaps with status ``ok`` count (not an axis the policy cannot see, nor one
+    that changed nothing); empty when every such gap is 0, as there is no order.
+    """
     best: dict[str, tuple[float, int, float]] = {}
     for g in gaps:
-        if not math.isfinite(g.gap):
+        if not math.isfinite(g.gap) or g.status != STATUS_OK:
             continue
         key = (g.severity, int(g.split == "all"))
         if g.axis not in best or key > best[g.axis][:2]:
             best[g.axis] = (*key, g.gap)
+    if all(v[2] == 0 for v in best.values()):
+        return ()
     position = {a: i for i, a in enumerate(axes)}
     return tuple(sorted(best, key=lambda a: (-best[a][2], position.get(a, len(position)), a)))
 

@@ -129,6 +129,14 @@ def atomic_write_bytes(path: Path, data: bytes) -> Path:
     return write_atomic(path, data)
 
 
+NO_ORDER = "no order: every axis the policy observes left success unchanged (all gaps 0)"
+
+
+def _all_gaps_zero(report: Report) -> bool:
+    ok = [g for g in report.gaps if g.status == STATUS_OK]
+    return bool(ok) and all(g.gap == 0 for g in ok)
+
+
 def render_markdown(report: Report, *, videos: Mapping[str, str] | None = None) -> str:
     """The report as compact GitHub markdown (fits a pull-request comment)."""
     m = report.manifest
@@ -136,6 +144,8 @@ def render_markdown(report: Report, *, videos: Mapping[str, str] | None = None) 
     out = [f"### robogen report: `{m.env_id}` · `{m.policy}`", "", _header_line(report), ""]
     if report.difficulty_order:
         out += [f"**Difficulty (hardest first):** {' > '.join(report.difficulty_order)}", ""]
+    elif _all_gaps_zero(report):
+        out += [f"**Difficulty:** {NO_ORDER}", ""]
     gaps = [*report.gaps, *report.combined_gaps]
     if gaps:
         out += [
@@ -287,6 +297,8 @@ def render_html(
         parts.append(
             f"<p><b>Difficulty (hardest first):</b> {e(' > '.join(report.difficulty_order))}</p>"
         )
+    elif _all_gaps_zero(report):
+        parts.append(f"<p><b>Difficulty:</b> {e(NO_ORDER)}</p>")
     for key, title in (
         ("gaps", "Generalization gaps"),
         ("severity", "Success against severity"),

@@ -55,7 +55,7 @@ def collect_command(
                         ] = 1.0,
     split: Annotated[str, typer.Option(help="Factor value set: train | test | all.")
                      ] = "train",
-    image_size: Annotated[int, typer.Option(help="Side of the stored images [px].")] = 84,
+    image_size: Annotated[int, typer.Option(help="Side of the stored images in pixels.")] = 84,
     batch_size: Annotated[int, typer.Option(help="Episodes per chunk (envs stepped together).")
                           ] = 8,
 ) -> None:
@@ -101,7 +101,7 @@ def scale_command(
     n_boot: Annotated[int, typer.Option(help="Bootstrap refits per curve.")] = 500,
     severity: Annotated[float, typer.Option(help="Severity of the varied factors, (0, 1].")
                         ] = 1.0,
-    image_size: Annotated[int, typer.Option(help="Image side [px].")] = 84,
+    image_size: Annotated[int, typer.Option(help="Image side in pixels.")] = 84,
     backend: Annotated[str, typer.Option(help="Evaluation backend: serial | ray.")] = "serial",
     workers: Annotated[int | None, typer.Option(help="Ray workers.")] = None,
     address: Annotated[str | None, typer.Option(help="Existing Ray cluster address.")] = None,

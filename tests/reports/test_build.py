@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from collections.abc import Callable, Sequence
@@ -18,6 +19,7 @@ from robogen.reports import (
     Report,
     build_report,
     failure_pairs,
+    render_markdown,
     wilson_interval,
 )
 from robogen.types import AxisLevel, Condition, EpisodeResult, EvalManifest, RenderSettings
@@ -184,7 +186,9 @@ def test_visual_axis_on_state_policy_is_flagged() -> None:
     assert light.status == STATUS_NOT_OBSERVED and light.gap == pytest.approx(0.3)
     assert r.gap("physics@1").status == STATUS_NOT_APPLIED  # not applied wins
     assert r.gap("combined@1").status == STATUS_NOT_OBSERVED  # its applied axes are all visual
-    assert "texture" in r.difficulty_order  # still computed and ordered
+    # an axis the policy cannot see has no place in the difficulty order
+    assert r.difficulty_order == ()
+    assert "Difficulty" not in render_markdown(r)
     # manifest obs_mode is the default
     r2 = build_report(
         synthetic_results(),
@@ -238,3 +242,15 @@ def test_failure_pairs_prefer_discordant() -> None:
     assert pairs["texture@1"].episode_index == 4 and pairs["texture@1"].nominal_success
     assert "physics@1" in pairs and pairs["physics@1"].episode_index == 16
     assert not pairs["physics@1"].nominal_success
+
+
+def test_no_difficulty_order_when_every_gap_is_zero() -> None:
+    """A policy that ignores every axis: no order is made up from ties at 0."""
+    same = [dataclasses.replace(r, success=ok, cause=None if ok else "timeout", error=None,
+                                episode_return=1.0)
+            for r in synthetic_results() for ok in [r.episode_index % 2 == 0]]
+    r = build_report(same, make_manifest(CONDITIONS), axis_kinds=KINDS, n_boot=200)
+    assert all(g.gap == 0 for g in r.gaps if g.status == STATUS_OK)
+    assert r.difficulty_order == ()
+    md = render_markdown(r)
+    assert "all gaps 0" in md and "hardest first" not in md
