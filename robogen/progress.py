@@ -48,7 +48,7 @@ class ProgressBars:
                                TimeRemainingColumn(), **kw)
             self._p.__enter__()
         if stage not in self._tasks:
-            desc = f"{stage} ({self._units.get(stage, 'episodes')})"
+            desc = f"{_shorten(stage)} ({self._units.get(stage, 'episodes')})"
             self._tasks[stage] = self._p.add_task(desc, total=total, completed=done)
         else:
             self._p.update(self._tasks[stage], completed=done, total=total)
@@ -56,3 +56,11 @@ class ProgressBars:
     def stage(self, name: str) -> Callable[[int, int], None]:
         """The ``(done, total)`` callback of stage ``name``."""
         return lambda done, total: self(name, done, total)
+
+
+def _shorten(text: str, width: int = 40) -> str:
+    """``text`` cut in the middle to ``width`` characters (long paths keep both ends)."""
+    if len(text) <= width:
+        return text
+    head = (width - 1) // 2
+    return text[:head] + "…" + text[-(width - 1 - head):]

@@ -23,3 +23,13 @@ def test_nothing_is_drawn_without_updates():
     with ProgressBars(console=Console(file=out)):
         pass
     assert out.getvalue() == ""
+
+
+def test_long_stage_names_keep_both_ends_and_the_counts_fit():
+    out = io.StringIO()
+    name = "robogen/PickPlace-v0 / python:/home/someone/projects/very/long/path/policies.py:make"
+    with ProgressBars(console=Console(file=out, width=100)) as bars:
+        bars(name, 3, 8)
+    text = out.getvalue()
+    assert "robogen/PickPlace" in text and "policies.py:make" in text and "…" in text
+    assert "3/8" in text and "ETA" in text
