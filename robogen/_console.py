@@ -20,3 +20,28 @@ def print_message(label: str, message: str, *, style: str = "bold red") -> None:
 def print_error(message: str) -> None:
     """Print ``error: message`` on stderr (see :func:`print_message`)."""
     print_message("error", message)
+
+
+KNOWN_MUJOCO_NOISE = ("compiler attribute 'settotalmass' is deprecated",)
+"""MuJoCo warnings robogen drops: Gymnasium's own half_cheetah.xml raises this one on every
+compile (~10 times per run); it is harmless and not the user's to fix."""
+
+
+def route_mujoco_warnings() -> None:
+    """Send MuJoCo's warnings to the ``robogen.mujoco`` logger instead of stdout and
+    ``./MUJOCO_LOG.TXT``, dropping :data:`KNOWN_MUJOCO_NOISE`.
+
+    Installed by the command-line entry point and Ray workers only: MuJoCo's handler is
+    process-wide, so the library leaves it alone for programs that import robogen.
+    """
+    import logging
+
+    import mujoco
+
+    log = logging.getLogger("robogen.mujoco")
+
+    def handler(message: str) -> None:
+        if not any(noise in message for noise in KNOWN_MUJOCO_NOISE):
+            log.warning("MuJoCo: %s", message)
+
+    mujoco.set_mju_user_warning(handler)

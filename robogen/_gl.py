@@ -25,7 +25,7 @@ def select_gl_backend() -> str | None:
         os.environ["MUJOCO_GL"] = "egl"
     if os.environ.get("MUJOCO_GL") in ("egl", "osmesa"):
         os.environ.setdefault("PYOPENGL_PLATFORM", os.environ["MUJOCO_GL"])
-    # MuJoCo >= 3.17 appends warnings to ./MUJOCO_LOG.TXT unless told otherwise.
+    # (MuJoCo's warnings and ./MUJOCO_LOG.TXT: see robogen._console.route_mujoco_warnings.)
     return os.environ.get("MUJOCO_GL")
 
 

@@ -294,6 +294,9 @@ def main() -> None:
     """Console-script entry point."""
     if len(sys.argv) > 1 and sys.argv[1] not in ("--help", "-h"):
         _import_mujoco()
+        from robogen._console import route_mujoco_warnings
+
+        route_mujoco_warnings()
     try:
         app()
     except KeyboardInterrupt:

@@ -144,9 +144,10 @@ def format_validation_error(e: ValidationError, source: str = "") -> str:
         loc = ".".join(str(x) for x in err["loc"]) or "(spec)"
         msg = err["msg"].removeprefix("Value error, ")
         inp = err.get("input")
-        shown = "" if isinstance(inp, dict) else f" (got {inp!r})"
+        shown = "" if isinstance(inp, dict) or ", got " in msg else f" (got {inp!r})"
         if err["type"] == "extra_forbidden":
-            msg = "unknown field; see `robogen eval --help` for the fields"
+            msg = ("unknown field; the fields are the long options of `robogen eval --help` "
+                   "(with _ for -) plus width and height")
         lines.append(f"  {loc}: {msg}{shown}")
     return "\n".join(lines)
 

@@ -159,3 +159,26 @@ def test_unusable_mujoco_gl_is_exit_2_with_the_fix():
     assert out.returncode == 2, out.stderr
     assert "MUJOCO_GL='bogus'" in out.stderr and "MUJOCO_GL=egl" in out.stderr
     assert "Traceback" not in out.stderr
+
+
+def test_mujoco_warnings_go_to_logging_without_noise_or_log_file(tmp_path):
+    import subprocess
+    import sys
+
+    code = (
+        "import logging, sys, mujoco, gymnasium as gym\n"
+        "logging.basicConfig(stream=sys.stdout, format='%(name)s %(message)s')\n"
+        "import robogen\n"
+        "from robogen._console import route_mujoco_warnings\n"
+        "route_mujoco_warnings()\n"
+        "gym.make('HalfCheetah-v5')\n"  # its XML raises the settotalmass deprecation
+        "m = mujoco.MjModel.from_xml_string('<mujoco><worldbody><body><freejoint/>"
+        "<geom size=\".1\"/></body></worldbody></mujoco>')\n"
+        "d = mujoco.MjData(m); d.qvel[0] = float('nan'); mujoco.mj_step(m, d)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True,
+                         text=True)
+    assert out.returncode == 0, out.stderr
+    assert "settotalmass" not in out.stdout + out.stderr
+    assert "robogen.mujoco MuJoCo: Nan, Inf or huge value in QVEL" in out.stdout
+    assert not (tmp_path / "MUJOCO_LOG.TXT").exists()

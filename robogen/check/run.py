@@ -17,7 +17,7 @@ from __future__ import annotations
 import contextlib
 import time
 import tomllib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -137,10 +137,25 @@ def _evaluated_info(uri: str, data: RunData) -> RunData:
     return replace(data, info=info)
 
 
+@contextlib.contextmanager
+def _check_flags(cfg: EvalConfig) -> Iterator[None]:
+    """Errors of evaluating one side name ``check``'s flag for it, not ``eval``'s."""
+    from robogen.errors import CheckpointError
+
+    role = Path(cfg.out).name if cfg.out is not None else ""
+    try:
+        yield
+    except CheckpointError as e:
+        if role not in ("baseline", "candidate") or "--vecnormalize" not in str(e):
+            raise
+        raise CheckpointError(str(e).replace("--vecnormalize", f"--{role}-vecnormalize")) from e
+
+
 def _evaluate(cfg: EvalConfig, uri: str, progress: ProgressFn | None) -> RunData:
     from robogen.rollout.runner import evaluate
 
-    outcome = evaluate(cfg, progress=progress)
+    with _check_flags(cfg):
+        outcome = evaluate(cfg, progress=progress)
     return _evaluated_info(uri, load_saved(outcome.run_dir, require_complete=False))
 
 
@@ -158,7 +173,8 @@ class _EvalSide:
         assert cfg.out is not None
         if Path(cfg.out).exists() and any(Path(cfg.out).iterdir()):
             ResultStore.create(Path(cfg.out), None)  # type: ignore[arg-type]  # raises RunDirError
-        manifest = prepare(cfg)  # every setup error surfaces here, before any episode
+        with _check_flags(cfg):
+            manifest = prepare(cfg)  # every setup error surfaces here, before any episode
         self.store = ResultStore.create(Path(cfg.out), manifest)
         (self.store.run_dir / "eval_config.json").write_text(cfg.model_dump_json(indent=2))
 

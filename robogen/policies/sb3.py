@@ -41,7 +41,7 @@ from robogen.policies.base import (
 )
 
 ALGOS = ("ppo", "a2c", "sac", "td3", "dqn")
-CHECKPOINT_MISSING = "SB3 checkpoint {path} does not exist; expected a .zip written by model.save()"
+CHECKPOINT_MISSING = "SB3 checkpoint {path} {what}; expected a .zip written by model.save()"
 CHECKPOINT_CORRUPT = (
     "SB3 checkpoint {path} cannot be read ({why}); expected a .zip written by model.save(). "
     "Re-download or re-save it"
@@ -49,6 +49,11 @@ CHECKPOINT_CORRUPT = (
 MISSING_VECNORMALIZE = (
     "SB3 checkpoint {path} was trained with VecNormalize observation normalization ({evidence}) "
     "but no statistics were given; pass --vecnormalize {suggest}"
+)
+UNUSED_VECNORMALIZE = (
+    "SB3 checkpoint {path} was trained without VecNormalize ({algo} saved no raw observations, "
+    "_last_original_obs), so the statistics {stats} would feed it inputs it never saw; drop "
+    "--vecnormalize"
 )
 VECNORMALIZE_BAD = "VecNormalize statistics {path} cannot be loaded ({why}); expected a pickle " \
     "written by VecNormalize.save()"
@@ -151,7 +156,8 @@ def detect_algo(path: Path) -> str | None:
         CheckpointError: If ``path`` is missing or not a readable zip with a ``data`` entry.
     """
     if not path.is_file():
-        raise CheckpointError(CHECKPOINT_MISSING.format(path=path))
+        what = "is a directory" if path.is_dir() else "does not exist"
+        raise CheckpointError(CHECKPOINT_MISSING.format(path=path, what=what))
     try:
         with zipfile.ZipFile(path) as zf:
             data = json.loads(zf.read("data"))
@@ -193,6 +199,23 @@ def find_vecnormalize(path: Path) -> tuple[Path | None, str | None]:
     return None, None
 
 
+def trained_with_vecnormalize(model: Any, algo: str) -> bool | None:
+    """Whether the saved rollout state of ``model`` shows VecNormalize training.
+
+    On-policy SB3 algorithms (PPO, A2C) set ``_last_original_obs`` (the raw
+    observation) only when the training env is a ``VecNormalize`` and save it
+    with the model; ``_last_obs`` is set by any training. Off-policy ones (SAC,
+    TD3, DQN) set both in every case, so they tell nothing.
+
+    Returns:
+        True (trained under VecNormalize), False (trained without it), or None
+        (unknown: off-policy, or never trained).
+    """
+    if algo not in ("ppo", "a2c") or getattr(model, "_last_obs", None) is None:
+        return None
+    return getattr(model, "_last_original_obs", None) is not None
+
+
 def load_vecnormalize(path: str | Path) -> Any:
     """Unpickle ``VecNormalize`` statistics (no env needed; statistics are not updated).
 
@@ -203,7 +226,8 @@ def load_vecnormalize(path: str | Path) -> Any:
 
     p = Path(path).expanduser()
     if not p.is_file():
-        raise CheckpointError(VECNORMALIZE_BAD.format(path=p, why="no such file"))
+        why = "it is a directory" if p.is_dir() else "no such file"
+        raise CheckpointError(VECNORMALIZE_BAD.format(path=p, why=why))
     try:
         with p.open("rb") as f:
             vn = pickle.load(f)
@@ -286,12 +310,19 @@ def load_sb3(rest: str, ctx: LoadContext) -> SB3Policy:
     uri = f"sb3:{rest}"
     policy = SB3Policy(model, algo, path)
     check_compatible(policy, ctx, uri)
+    trained_vn = trained_with_vecnormalize(model, algo)
     if ctx.vecnormalize is None:
         found, evidence = find_vecnormalize(path)
+        if evidence is None and trained_vn:
+            evidence = (f"its saved rollout state holds raw observations "
+                        f"(_last_original_obs), which {algo.upper()} keeps only under VecNormalize")
         if evidence is not None:
             raise CheckpointError(MISSING_VECNORMALIZE.format(
                 path=path, evidence=evidence, suggest=found if found else "PATH"))
         return policy
+    if trained_vn is False:
+        raise CheckpointError(UNUSED_VECNORMALIZE.format(
+            path=path, algo=algo.upper(), stats=ctx.vecnormalize))
     vn = load_vecnormalize(ctx.vecnormalize)
     stats_space = vn.observation_space
     if not _same_obs_shape(stats_space, policy.observation_space):

@@ -41,8 +41,10 @@ class _WorkerActor:
 
     def __init__(self, manifest: dict[str, Any], device: str) -> None:
         import robogen._gl  # noqa: F401
+        from robogen._console import route_mujoco_warnings
         from robogen.rollout.worker import EpisodeWorker
 
+        route_mujoco_warnings()
         self._worker = EpisodeWorker(EvalManifest.from_dict(manifest), device=device)
 
     def run_unit(self, unit: dict[str, Any]) -> list[dict[str, Any]]:

@@ -184,3 +184,15 @@ def test_spec_that_contradicts_the_saved_baseline_is_exit_2(
                           "--spec", str(spec), "--out", str(tmp_path / "out"))
     assert code == 2
     assert "severities (spec [0.5], manifest [1.0])" in " ".join(output.split())
+
+
+def test_missing_statistics_name_checks_own_flag(tmp_path: Path) -> None:
+    spec = tmp_path / "eval.toml"
+    spec.write_text('env = "gymnasium/Reacher-v5"\naxes = ["physics"]\nseverities = [1.0]\n'
+                    'episodes = 2\nseed = 0\ncombined = false\nbackend = "serial"\n')
+    ckpt = "sb3:robogen/assets/checkpoints/ppo_reacher.zip"
+    code, output = _check("--baseline", ckpt, "--candidate", ckpt, "--spec", str(spec),
+                          "--out", str(tmp_path / "out"))
+    assert code == 2
+    assert "pass --baseline-vecnormalize" in output and "pass --vecnormalize" not in output
+    assert not (tmp_path / "out" / "baseline" / "episodes").exists()

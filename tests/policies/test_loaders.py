@@ -91,8 +91,52 @@ def test_missing_vecnormalize_from_metadata_only(tmp_path: Path) -> None:
     (tmp_path / "agent.json").write_text(json.dumps({"vecnormalize": True}))
     with pytest.raises(CheckpointError, match="vecnormalize"):
         load_policy(f"sb3:{tmp_path / 'agent.zip'}", _ctx("gymnasium/Reacher-v5"))
-    (tmp_path / "agent.json").unlink()  # nothing says it was normalized: loads
-    load_policy(f"sb3:{tmp_path / 'agent'}", _ctx("gymnasium/Reacher-v5"))
+    (tmp_path / "agent.json").unlink()
+    # alone in a folder, the checkpoint itself still shows VecNormalize training
+    with pytest.raises(CheckpointError, match="_last_original_obs"):
+        load_policy(f"sb3:{tmp_path / 'agent'}", _ctx("gymnasium/Reacher-v5"))
+
+
+def _trained(tmp_path: Path, algo: str, vecnormalize: bool) -> Path:
+    """A checkpoint trained for a few steps (with VecNormalize statistics saved beside it)."""
+    import gymnasium as gym
+    import stable_baselines3 as sb3
+    from stable_baselines3.common.vec_env import DummyVecEnv, VecNormalize
+
+    env = DummyVecEnv([lambda: gym.make("Reacher-v5")])
+    if vecnormalize:
+        env = VecNormalize(env)
+    kw = ({"n_steps": 32, "batch_size": 32} if algo == "ppo"
+          else {"learning_starts": 10, "buffer_size": 100})
+    model = getattr(sb3, algo.upper())("MlpPolicy", env, device="cpu", seed=0, **kw)
+    model.learn(64)
+    folder = tmp_path / f"{algo}-{vecnormalize}"
+    folder.mkdir()
+    model.save(str(folder / "agent.zip"))
+    if vecnormalize:
+        env.save(str(tmp_path / f"{algo}-stats.pkl"))  # elsewhere: not found by name
+    return folder / "agent.zip"
+
+
+def test_vecnormalize_use_is_read_from_an_on_policy_checkpoint(tmp_path: Path) -> None:
+    normalized = _trained(tmp_path, "ppo", True)
+    with pytest.raises(CheckpointError, match="trained with VecNormalize.*_last_original_obs"):
+        load_policy(f"sb3:{normalized}", _ctx("gymnasium/Reacher-v5"))
+    stats = tmp_path / "ppo-stats.pkl"
+    load_policy(f"sb3:{normalized}", _ctx("gymnasium/Reacher-v5", vecnormalize=stats))
+    plain = _trained(tmp_path, "ppo", False)
+    load_policy(f"sb3:{plain}", _ctx("gymnasium/Reacher-v5"))
+    with pytest.raises(CheckpointError, match="trained without VecNormalize.*drop --vecnormalize"):
+        load_policy(f"sb3:{plain}", _ctx("gymnasium/Reacher-v5", vecnormalize=stats))
+
+
+def test_off_policy_checkpoints_do_not_tell_and_load_either_way(tmp_path: Path) -> None:
+    plain = _trained(tmp_path, "sac", False)
+    load_policy(f"sb3:{plain}", _ctx("gymnasium/Reacher-v5"))
+    normalized = _trained(tmp_path, "sac", True)
+    load_policy(f"sb3:{normalized}", _ctx("gymnasium/Reacher-v5"))  # SB3 saves nothing telling
+    load_policy(f"sb3:{normalized}",
+                _ctx("gymnasium/Reacher-v5", vecnormalize=tmp_path / "sac-stats.pkl"))
 
 
 def test_vecnormalize_of_another_env_is_a_space_mismatch(tmp_path: Path) -> None:
@@ -117,6 +161,11 @@ def test_missing_and_corrupt_checkpoints(tmp_path: Path) -> None:
     bad.write_bytes(b"PK\x03\x04 truncated garbage")
     with pytest.raises(CheckpointError, match="bad.zip cannot be read"):
         load_policy(f"sb3:{bad}", ctx)
+    (tmp_path / "adir.zip").mkdir()
+    with pytest.raises(CheckpointError, match="adir.zip is a directory"):
+        load_policy(f"sb3:{tmp_path / 'adir.zip'}", ctx)
+    with pytest.raises(CheckpointError, match="it is a directory"):
+        load_policy(f"sb3:{CKPT}", _ctx("gymnasium/Reacher-v5", vecnormalize=tmp_path))
 
 
 @pytest.mark.parametrize("algo", ["ppo", "a2c", "sac", "td3"])
