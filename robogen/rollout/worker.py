@@ -47,7 +47,6 @@ def make_env(manifest: EvalManifest) -> Any:
     return PerturbedEnv(env)
 
 
-
 def policy_context(
     env_id: str, obs_mode: str, vecnormalize: str | None, env: Any, device: str = "cpu"
 ) -> Any:
