@@ -33,6 +33,7 @@ from robogen.check.inputs import (
     config_fields_from_manifest,
     is_saved,
     load_saved,
+    protocol_differences,
     require_policy_uri,
 )
 from robogen.check.records import (
@@ -151,18 +152,43 @@ def _check_flags(cfg: EvalConfig) -> Iterator[None]:
         raise CheckpointError(str(e).replace("--vecnormalize", f"--{role}-vecnormalize")) from e
 
 
-def _evaluate(cfg: EvalConfig, uri: str, progress: ProgressFn | None) -> RunData:
+NOT_REPRODUCIBLE = (
+    "{source!r} cannot be re-run for the {role}: `robogen eval` settings do not reproduce its "
+    "protocol ({fields}); it was probably written by `robogen scale`. Nothing was evaluated. "
+    "Compare two saved runs instead, or give two policies and --spec"
+)
+
+
+def _same_protocol(
+    protocol: EvalManifest | None, source: str | Path, role: str
+) -> Callable[[EvalManifest], None] | None:
+    """A check, before anything runs, that an evaluation reproduces ``protocol``."""
+    if protocol is None:
+        return None
+
+    def check(manifest: EvalManifest) -> None:
+        diffs = protocol_differences(protocol, manifest)
+        if diffs:
+            raise InvalidSpecError(NOT_REPRODUCIBLE.format(
+                source=str(source), role=role, fields="; ".join(diffs)))
+
+    return check
+
+
+def _evaluate(cfg: EvalConfig, uri: str, progress: ProgressFn | None,
+              check: Callable[[EvalManifest], None] | None = None) -> RunData:
     from robogen.rollout.runner import evaluate
 
     with _check_flags(cfg):
-        outcome = evaluate(cfg, progress=progress)
+        outcome = evaluate(cfg, progress=progress, check_manifest=check)
     return _evaluated_info(uri, load_saved(outcome.run_dir, require_complete=False))
 
 
 class _EvalSide:
     """One evaluated side of a sequential check: its store, and a serial worker if any."""
 
-    def __init__(self, cfg: EvalConfig, uri: str) -> None:
+    def __init__(self, cfg: EvalConfig, uri: str,
+                 check: Callable[[EvalManifest], None] | None = None) -> None:
         from robogen.rollout.runner import prepare
         from robogen.rollout.store import ResultStore
 
@@ -175,6 +201,8 @@ class _EvalSide:
             ResultStore.create(Path(cfg.out), None)  # type: ignore[arg-type]  # raises RunDirError
         with _check_flags(cfg):
             manifest = prepare(cfg)  # every setup error surfaces here, before any episode
+        if check is not None:
+            check(manifest)
         self.store = ResultStore.create(Path(cfg.out), manifest)
         (self.store.run_dir / "eval_config.json").write_text(cfg.model_dump_json(indent=2))
 
@@ -373,8 +401,10 @@ def run_check(
         check_protocols(base_data, cand_data)
 
     base_cfg = cand_cfg = None
+    base_check = None
     if base_data is None:
         if protocol is not None:
+            base_check = _same_protocol(protocol, candidate, "baseline")
             base_cfg = _config_from_manifest(protocol, str(baseline), baseline_vecnormalize,
                                              out_dir / "baseline", execution)
         else:
@@ -389,13 +419,15 @@ def run_check(
     if not sequential:
         if base_data is None:
             assert base_cfg is not None
-            base_data = _evaluate(base_cfg, str(baseline), progress)
+            base_data = _evaluate(base_cfg, str(baseline), progress, base_check)
             files["baseline_run"] = out_dir / "baseline"
         if cand_data is None:
             cand_cfg = _config_from_manifest(base_data.manifest, str(candidate),
                                              candidate_vecnormalize, out_dir / "candidate",
                                              execution)
-            cand_data = _evaluate(cand_cfg, str(candidate), progress)
+            cand_data = _evaluate(
+                cand_cfg, str(candidate), progress,
+                _same_protocol(base_data.manifest, baseline, "candidate"))
             files["candidate_run"] = out_dir / "candidate"
         result = compare(base_data, cand_data, margin=margin, alpha=alpha, paired=paired,
                          fail_on_inconclusive=fail_on_inconclusive)
@@ -435,7 +467,8 @@ def _sequential(
             protocol = base_data.manifest
         cand_cfg = _config_from_manifest(protocol, str(candidate), candidate_vecnormalize,
                                          out_dir / "candidate", execution)
-        sides["candidate_run"] = _EvalSide(cand_cfg, str(candidate))
+        sides["candidate_run"] = _EvalSide(cand_cfg, str(candidate),
+                                           _same_protocol(protocol, baseline, "candidate"))
         base_src: RunData | _EvalSide = (
             base_data if base_data is not None else sides["baseline_run"]
         )

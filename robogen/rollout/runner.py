@@ -290,8 +290,20 @@ def _run(
         )
 
 
-def evaluate(cfg: EvalConfig, *, progress: ProgressFn | None = None) -> EvalOutcome:
+def evaluate(
+    cfg: EvalConfig,
+    *,
+    progress: ProgressFn | None = None,
+    check_manifest: Callable[[EvalManifest], None] | None = None,
+) -> EvalOutcome:
     """Run the evaluation ``cfg`` describes and write its report.
+
+    Args:
+        cfg: The evaluation.
+        progress: Called with (episodes done, total).
+        check_manifest: Called with the prepared manifest before anything is written
+            or run; raising there stops the evaluation (``robogen check`` refuses a
+            protocol that differs from its baseline's this way).
 
     Raises:
         InvalidSpecError, SpaceMismatchError, CheckpointError, UnknownNameError,
@@ -303,6 +315,8 @@ def evaluate(cfg: EvalConfig, *, progress: ProgressFn | None = None) -> EvalOutc
     if out.exists() and any(out.iterdir()):
         ResultStore.create(out, None)  # type: ignore[arg-type]  # raises the RunDirError
     manifest = prepare(cfg)
+    if check_manifest is not None:
+        check_manifest(manifest)
     store = ResultStore.create(out, manifest)
     (store.run_dir / "eval_config.json").write_text(cfg.model_dump_json(indent=2))
     _run(store, cfg.backend, cfg.workers, cfg.address, cfg.num_gpus_per_worker, progress)

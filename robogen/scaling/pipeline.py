@@ -227,17 +227,19 @@ def eval_manifest(
     """The evaluation manifest of one model on ``conditions`` (same seed: paired episodes).
 
     Pixel observations use the render settings of the demonstrations (``front`` camera,
-    ``image_size`` square, no shadows or MSAA).
+    ``image_size`` square, the task's shadow map and MSAA), recorded as the env applies them.
     """
-    from robogen.envs import make
+    from robogen.envs import find_scene, make
     from robogen.rollout.runner import MANIFEST_SCHEMA_VERSION, _versions, spec_hash
 
-    probe = make(task)
-    max_steps = int(probe.spec.max_episode_steps)
-    probe.close()
-    axes = tuple(dict.fromkeys(a for c in conditions for a in c.axes))
     render = RenderSettings(width=image_size, height=image_size, camera="front") \
         if obs_mode != "state" else RenderSettings()
+    probe = make(task, obs_mode=obs_mode, render=render if obs_mode != "state" else None)
+    max_steps = int(probe.spec.max_episode_steps)
+    if obs_mode != "state":
+        render = find_scene(probe).render_settings
+    probe.close()
+    axes = tuple(dict.fromkeys(a for c in conditions for a in c.axes))
     m = EvalManifest(
         schema_version=MANIFEST_SCHEMA_VERSION, env_id=task, policy=policy, vecnormalize=None,
         obs_mode=obs_mode, axes=axes,

@@ -196,3 +196,20 @@ def test_missing_statistics_name_checks_own_flag(tmp_path: Path) -> None:
     assert code == 2
     assert "pass --baseline-vecnormalize" in output and "pass --vecnormalize" not in output
     assert not (tmp_path / "out" / "baseline" / "episodes").exists()
+
+
+def test_a_scale_eval_dir_as_baseline_is_refused_before_evaluating(tmp_path: Path) -> None:
+    """`robogen scale` writes runs whose conditions `robogen eval` cannot reproduce."""
+    from robogen.scaling.pipeline import eval_manifest, run_eval
+    from robogen.types import AxisLevel, Condition
+
+    cond = Condition("physics", (AxisLevel("physics", 1.0, "test"),))
+    run_eval(tmp_path / "base", eval_manifest("robogen/Reach-v0", "expert:reach", [cond],
+                                              n_episodes=2, seed=0))
+    code, output = _check("--baseline", str(tmp_path / "base"), "--candidate", "expert:reach",
+                          "--out", str(tmp_path / "out"))
+    assert code == 2, output
+    flat = " ".join(output.split())
+    assert "cannot be re-run for the candidate" in flat and "Nothing was evaluated" in flat
+    assert "conditions: baseline" in flat
+    assert not (tmp_path / "out").exists()
