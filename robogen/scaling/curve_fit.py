@@ -316,6 +316,25 @@ def _grid_log_ls(x: NDArray[np.float64], k: NDArray[np.float64], n: NDArray[np.f
     return log_a, b, sse
 
 
+def _feasible_grid(x: NDArray[np.float64], log_n0: NDArray[np.float64],
+                   b_bounds: tuple[float, float], size: int = 24) -> NDArray[np.float64]:
+    """``(G, 3)`` starts whose failure rate lies inside (0, 1) at every ``x``.
+
+    The likelihood is flat where ``a (x + n0)^b`` leaves (0, 1) (the prediction is
+    clipped there), so a search started there stops at once: the log-space least
+    squares start lands there when the curve is steep near ``x = 0``. These starts
+    set the failure rate at the smallest ``x`` to values in [0.02, 0.995] for a
+    spread of ``b`` and ``n0``.
+    """
+    n0s = np.unique(log_n0[:: max(1, len(log_n0) // 8)])
+    bs = np.linspace(max(b_bounds[0], -3.0), b_bounds[1], size)
+    f0 = np.log(np.linspace(0.02, 0.995, size))
+    g_n0, g_b, g_f = np.meshgrid(n0s, bs, f0, indexing="ij")
+    g_n0, g_b, g_f = g_n0.ravel(), g_b.ravel(), g_f.ravel()
+    log_a = g_f - g_b * np.log(x.min() + np.exp(g_n0))  # fail(x_min) = exp(g_f)
+    return np.stack([np.clip(log_a, *_LOG_A_BOUNDS), g_b, g_n0], axis=1)
+
+
 def _fit(x: NDArray[np.float64], k: NDArray[np.float64], n: NDArray[np.float64], method: str,
          n0_bounds: tuple[float, float], b_bounds: tuple[float, float],
          start: NDArray[np.float64] | None = None) -> NDArray[np.float64]:
@@ -334,7 +353,8 @@ def _fit(x: NDArray[np.float64], k: NDArray[np.float64], n: NDArray[np.float64],
                                      options={"xatol": 1e-8}).x
         la, bb, _ = _grid_log_ls(x, k, n, np.array([t]), b_bounds)
         return np.array([float(la[0]), float(bb[0]), float(t)])
-    cands = np.stack([log_a, b, grid], axis=1)
+    cands = np.concatenate([np.stack([log_a, b, grid], axis=1),
+                            _feasible_grid(x, grid, b_bounds)])
     nll = _nll_many(cands, x, k, n)
     order = np.argsort(nll)
     starts = [cands[i] for i in order[:3]]

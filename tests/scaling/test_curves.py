@@ -193,3 +193,23 @@ def test_fixed_n0_is_the_base_dataset_size() -> None:
     curve = build_curve("object_pose", x, successes=k, n=n, n_boot=0, n0=20)
     assert curve.fit.n0 == pytest.approx(20.0, rel=1e-6)
     assert curve.fit.a == pytest.approx(a, rel=0.05) and curve.fit.b == pytest.approx(b, abs=0.03)
+
+
+def test_fit_leaves_the_flat_clipped_region_of_a_steep_start() -> None:
+    """Seen in a real `robogen scale` run: the log-space start predicts failure > 1 at small x,
+    where the clipped likelihood is flat, and the search used to stop there (deviance 96.7)."""
+    from robogen.scaling.curve_fit import _nll, fit_curve, fixed_n0_bounds
+
+    x = np.array([0, 0, 4, 4, 8, 8, 16, 16, 32, 32], float)
+    k = np.array([1, 1, 0, 0, 3, 2, 5, 4, 9, 9], float)
+    n = np.full(10, 16.0)
+    fit = fit_curve(x, k, n, n0_bounds=fixed_n0_bounds(8.0))
+    assert fit.deviance == pytest.approx(15.08, abs=0.01)
+    assert (fit.a, fit.b) == pytest.approx((1.789, -0.2958), abs=2e-3)
+    # the maximum: no point of a fine (a, b) grid scores better
+    la, bb = np.meshgrid(np.linspace(-1, 3, 201), np.linspace(-2, -0.01, 200))
+    grid = [_nll(np.array([u, v, np.log(8.0)]), x, k, n)[0]
+            for u, v in zip(la.ravel(), bb.ravel(), strict=True)]
+    best = _nll(np.array([np.log(fit.a), fit.b, np.log(fit.n0)]), x, k, n)[0]
+    assert best <= min(grid) + 1e-9
+    assert np.all(fit.success(np.array([0.0, 4.0])) > 0)  # no longer clipped to 0 at the start
