@@ -78,11 +78,16 @@ def assert_no_regression(
         result = compare(b, c, margin=margin, alpha=alpha, paired=paired,
                          fail_on_inconclusive=fail_on_inconclusive)
     elif b is None and c is None:
+        import tempfile
+
         from robogen.check.run import run_check
 
         run_kwargs.setdefault("write", run_kwargs.get("out") is not None)
-        result = run_check(baseline, candidate, margin=margin, alpha=alpha, paired=paired,
-                           fail_on_inconclusive=fail_on_inconclusive, **run_kwargs).result
+        with tempfile.TemporaryDirectory(prefix="robogen-check-") as scratch:
+            if run_kwargs.get("out") is None:  # evaluated runs go to a scratch dir, then away
+                run_kwargs["out"] = Path(scratch) / "check"
+            result = run_check(baseline, candidate, margin=margin, alpha=alpha, paired=paired,
+                               fail_on_inconclusive=fail_on_inconclusive, **run_kwargs).result
     else:
         raise TypeError(
             "give baseline and candidate both as outcome mappings/RunData or both as paths / "

@@ -80,6 +80,28 @@ class CheckOutcome:
     files: dict[str, Path]
 
 
+def _check_output_paths(out_dir: Path, junit: str | Path | None) -> None:
+    """Refuse output paths that cannot be written, before anything is evaluated.
+
+    Raises:
+        InvalidSpecError: If ``out_dir`` is a file, ``junit`` is a directory, or a
+            folder either needs is an existing file.
+    """
+    if out_dir.is_file():
+        raise InvalidSpecError(f"--out {str(out_dir)!r} is a file; give a new or empty directory")
+    paths = [("--out", out_dir, out_dir)]
+    if junit is not None:
+        junit = Path(junit)
+        if junit.is_dir():
+            raise InvalidSpecError(f"--junit {str(junit)!r} is a directory; give a file path")
+        paths.append(("--junit", junit, junit.parent))
+    for flag, shown, folder in paths:
+        blocked = next((p for p in (folder, *folder.parents) if p.is_file()), None)
+        if blocked is not None:
+            raise InvalidSpecError(
+                f"{flag} {str(shown)!r} cannot be created: {str(blocked)!r} is a file")
+
+
 def _default_out() -> Path:
     return Path("runs") / f"check-{time.strftime('%Y%m%d-%H%M%S')}"
 
@@ -357,6 +379,7 @@ def run_check(
     """
     _check_args(margin, alpha)
     out_dir = Path(out) if out is not None else _default_out()
+    _check_output_paths(out_dir, junit)
     spec_data = _read_spec(spec)
     execution = _execution(spec_data, {"backend": backend, "workers": workers,
                                        "address": address})

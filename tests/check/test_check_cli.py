@@ -213,3 +213,30 @@ def test_a_scale_eval_dir_as_baseline_is_refused_before_evaluating(tmp_path: Pat
     assert "cannot be re-run for the candidate" in flat and "Nothing was evaluated" in flat
     assert "conditions: baseline" in flat
     assert not (tmp_path / "out").exists()
+
+
+def test_assert_no_regression_on_policies_writes_nothing(tmp_path: Path, monkeypatch) -> None:
+    from robogen.testing import assert_no_regression
+
+    monkeypatch.chdir(tmp_path)
+    spec = tmp_path / "eval.toml"
+    spec.write_text('env = "robogen/Reach-v0"\naxes = ["physics"]\nseverities = [1.0]\n'
+                    'episodes = 6\nseed = 1\ncombined = false\nbackend = "serial"\n')
+    result = assert_no_regression("expert:reach", "expert:reach", spec=spec)
+    assert result.baseline.kind == result.candidate.kind == "evaluated"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["eval.toml"]  # no ./runs
+
+
+def test_unwritable_outputs_are_exit_2_before_evaluating(tmp_path: Path) -> None:
+    afile = tmp_path / "afile"
+    afile.write_text("x")
+    base = ["--baseline", "expert:reach", "--candidate", "expert:reach",
+            "--env", "robogen/Reach-v0"]
+    code, output = _check(*base, "--junit", str(afile / "x.xml"), "--out", str(tmp_path / "o"))
+    assert code == 2 and "--junit" in output and "is a file" in output
+    assert not (tmp_path / "o").exists()
+    code, output = _check(*base, "--out", str(afile))
+    assert code == 2 and "--out" in output and "is a file" in output
+    code, output = _check(*base, "--junit", str(tmp_path), "--out", str(tmp_path / "o"))
+    assert code == 2 and "is a directory" in output
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["afile"]
