@@ -30,7 +30,7 @@ import numpy as np
 from gymnasium import spaces
 
 from robogen.envs import scene as sc
-from robogen.envs.tabletop import ACTION_SCALE, task_name
+from robogen.envs.tabletop import ACTION_SCALE, TASK_NAMES, task_name
 from robogen.errors import InvalidSpecError, UnknownNameError
 from robogen.policies.base import LoadContext, register_policy_scheme
 
@@ -295,6 +295,14 @@ def make_expert(task: str, ctx: LoadContext | None = None) -> _TabletopExpert:
     name = task_name(raw)
     if name not in EXPERTS:
         raise UnknownNameError("expert task", raw, EXPERTS)
+    env_id = getattr(ctx, "env_id", "") if ctx is not None else ""
+    if env_id and task_name(env_id) != name:
+        fit = task_name(env_id)
+        hint = (f"; use expert:{fit}" if fit in EXPERTS
+                else " (experts exist for the built-in tasks only)")
+        raise InvalidSpecError(
+            f"expert:{task} is the scripted expert of {TASK_NAMES[name]}; it cannot act in "
+            f"{env_id}{hint}")
     obs_space = ctx.observation_space if ctx is not None else None
     obs_mode = ctx.obs_mode if ctx is not None else "state"
     return EXPERTS[name](obs_space, obs_mode)

@@ -127,8 +127,10 @@ def test_act_without_attached_scenes_raises():
      ("PickPlace", PickPlaceExpert), ("robogen/Push-v0", PushExpert), ("", PickPlaceExpert)],
 )
 def test_loader_accepts_task_names(rest, cls):
-    env = gym.make("robogen/PickPlace-v0")
-    ctx = LoadContext(env_id="robogen/PickPlace-v0", observation_space=env.observation_space,
+    env_id = {ReachExpert: "robogen/Reach-v0", PushExpert: "robogen/Push-v0",
+              PickPlaceExpert: "robogen/PickPlace-v0"}[cls]
+    env = gym.make(env_id)
+    ctx = LoadContext(env_id=env_id, observation_space=env.observation_space,
                       action_space=env.action_space)
     assert type(POLICY_SCHEMES.get("expert")(rest, ctx)) is cls
 

@@ -291,3 +291,11 @@ def test_channel_first_python_policy_is_refused_for_channel_last_frames(tmp_path
     ctx = LoadContext("gymnasium/Reacher-v5", env.observation_space, env.action_space, "pixels")
     with pytest.raises(SpaceMismatchError, match=r"\(3, 84, 84\).*\(84, 84, 3\)"):
         load_policy(f"python:{tmp_path / 'chw_policy.py'}:make", ctx)
+
+
+@pytest.mark.parametrize(("env_id", "hint"), [("robogen/Push-v0", "use expert:push"),
+                                              ("gymnasium/Hopper-v5", "built-in tasks only")])
+def test_an_expert_refuses_another_task(env_id: str, hint: str) -> None:
+    with pytest.raises(InvalidSpecError, match=f"cannot act in {env_id}.*{hint}"):
+        load_policy("expert:reach", _ctx(env_id))
+    load_policy("expert:push", _ctx("robogen/Push-v0"))
