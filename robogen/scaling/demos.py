@@ -111,6 +111,9 @@ def factor_condition(factor: str, severity: float = 1.0, split: str = "train") -
     axes = factor.split("+")
     for a in axes:
         AXES.get(a)
+        if axes.count(a) > 1:
+            raise InvalidSpecError(f"factor {factor!r} names {a!r} twice; a pair joins two "
+                                   "different axes, e.g. lighting+texture")
     levels = tuple(AxisLevel(a, severity, split) for a in axes)
     return Condition(factor, levels)
 
@@ -334,6 +337,13 @@ def collect(
         versions={"robogen": __version__},
     )
     out = Path(out)
+    if out.is_file():
+        raise InvalidSpecError(f"--out {str(out)!r} is a file; give a new or empty directory, "
+                               "or one that robogen collect wrote")
+    if out.is_dir() and not (out / COLLECTION).exists() and any(out.iterdir()):
+        raise InvalidSpecError(
+            f"--out {str(out)!r} is not empty and holds no {COLLECTION}: it is not a "
+            "demonstration directory; give a new or empty directory")
     if (out / COLLECTION).exists():
         store = DemoStore.open(out)
         old = store.collection

@@ -141,8 +141,9 @@ def test_collect_cli_records_and_summarises(tmp_path):
         (["--vary", "lightning"], "did you mean 'lighting'"),
         (["--n", "0"], "--n must be a positive"),
         (["--task", "gymnasium/Hopper-v5"], "scripted expert"),
+        (["--vary", "object_pose+object_pose"], "names 'object_pose' twice"),
     ],
-    ids=["unknown-factor", "n-0", "no-expert"],
+    ids=["unknown-factor", "n-0", "no-expert", "pair-twice"],
 )
 def test_collect_cli_bad_input(tmp_path, args, needle):
     out = tmp_path / "demos"
@@ -154,6 +155,21 @@ def test_collect_cli_bad_input(tmp_path, args, needle):
     assert res.exit_code == 2, res.output
     assert needle in " ".join(res.output.split())
     assert not out.exists()
+
+
+def test_collect_refuses_a_foreign_directory_or_a_file(tmp_path):
+    run = tmp_path / "an_eval_run"
+    run.mkdir()
+    (run / "manifest.json").write_text("{}")
+    res = runner.invoke(app, ["collect", "--task", "robogen/Reach-v0", "--n", "1",
+                              "--out", str(run)])
+    assert res.exit_code == 2 and "not a demonstration directory" in " ".join(res.output.split())
+    assert sorted(p.name for p in run.iterdir()) == ["manifest.json"]
+    afile = tmp_path / "afile"
+    afile.write_text("x")
+    res = runner.invoke(app, ["collect", "--task", "robogen/Reach-v0", "--n", "1",
+                              "--out", str(afile)])
+    assert res.exit_code == 2 and "is a file" in res.output
 
 
 def test_plan_accepts_a_scale_dir_and_rejects_repeated_costs(curves_path, tmp_path):
