@@ -182,7 +182,8 @@ def _costs(value: str | None) -> dict[str, float]:
 
 def plan_command(
     curves: Annotated[Path, typer.Option(help="curves.json written by robogen scale.")],
-    budget: Annotated[float, typer.Option(help="Budget [cost units; demonstrations by default].")],
+    budget: Annotated[float, typer.Option(
+        help="Budget in cost units (demonstrations by default).")],
     cost: Annotated[str | None, typer.Option(
         help="Cost per demonstration by factor, e.g. texture=2,lighting=1.5 (default 1).")
     ] = None,
@@ -208,6 +209,8 @@ def plan_command(
     if curves.is_dir():  # a scale run directory
         curves = curves / "curves.json"
     cf = _guarded(load_curves, curves, task=task)
+    if report is not None and Path(report).is_dir():
+        _error(f"--report {str(report)!r} is a directory; give an .html file path")
     costs = _guarded(_costs, cost)
     plan = _guarded(plan_budget, cf, budget, costs=costs, method=method, lcb=lcb, k=k,
                     step=step)
@@ -243,5 +246,6 @@ def plan_command(
         c.print(f"  plan: {out}")
     if report is not None:
         from robogen.scaling.report import write_scaling_html
+
 
         c.print(f"  report: {_guarded(write_scaling_html, report, cf, plans=[plan])}")

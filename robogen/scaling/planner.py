@@ -180,8 +180,9 @@ def plan_budget(
     fits = _fits(curves)
     if isinstance(budget, bool) or not isinstance(budget, int | float) or not (
             math.isfinite(budget) and budget > 0):
-        raise InvalidSpecError(MUST_BE_POSITIVE.format(field="budget", value=budget) +
-                               " (cost units; with default costs, demonstrations)")
+        raise InvalidSpecError(
+            f"budget must be a finite number > 0, got {budget!r} (cost units; with default "
+            "costs, demonstrations)")
     if method not in METHODS:
         raise InvalidSpecError(f"planning method must be one of {METHODS}, got {method!r}")
     if not (isinstance(k, int) and k >= 1):

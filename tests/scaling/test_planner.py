@@ -132,8 +132,8 @@ def test_accepts_curves_file_and_renders_table():
 
 @pytest.mark.parametrize("budget", [0, -5, float("nan"), float("inf"), "10", True])
 def test_bad_budget_raises_naming_it(budget):
-    with pytest.raises(InvalidSpecError, match="budget must be > 0, got " + repr(budget)
-                       .replace("(", r"\(").replace(")", r"\)")):
+    with pytest.raises(InvalidSpecError, match="budget must be a finite number > 0, got "
+                       + repr(budget).replace("(", r"\(").replace(")", r"\)")):
         plan_budget(CURVES, budget)
 
 

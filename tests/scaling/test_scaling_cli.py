@@ -73,7 +73,9 @@ def test_plan_respects_costs(curves_path, tmp_path):
 @pytest.mark.parametrize(
     ("args", "needle"),
     [
-        (["--budget", "0"], "budget must be > 0, got 0"),
+        (["--budget", "0"], "budget must be a finite number > 0, got 0"),
+        (["--budget", "inf"], "budget must be a finite number > 0, got inf"),
+        (["--budget", "50", "--report", "."], "is a directory"),
         (["--budget", "50", "--cost", "lightning=2"], "did you mean 'lighting'"),
         (["--budget", "50", "--cost", "lighting"], "--cost must look like texture=2"),
         (["--budget", "50", "--cost", "lighting=-1"], "cost of 'lighting' must be"),
@@ -81,8 +83,8 @@ def test_plan_respects_costs(curves_path, tmp_path):
          "holds curves of task 'robogen/PickPlace-v0', not 'robogen/Reach-v0'"),
         (["--budget", "50", "--method", "random"], "planning method must be one of"),
     ],
-    ids=["budget-0", "unknown-cost-factor", "malformed-cost", "negative-cost", "wrong-task",
-         "bad-method"],
+    ids=["budget-0", "budget-inf", "report-dir", "unknown-cost-factor", "malformed-cost",
+         "negative-cost", "wrong-task", "bad-method"],
 )
 def test_plan_bad_input(curves_path, tmp_path, args, needle):
     out = tmp_path / "plan.json"
