@@ -7,6 +7,11 @@ terminal width (CI runners often report 80 columns). Markup in the message is es
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any, NoReturn, TypeVar
+
+T = TypeVar("T")
+
 
 def print_message(label: str, message: str, *, style: str = "bold red") -> None:
     """Print ``label: message`` on stderr, unwrapped, with only the label styled."""
@@ -45,3 +50,23 @@ def route_mujoco_warnings() -> None:
             log.warning("MuJoCo: %s", message)
 
     mujoco.set_mju_user_warning(handler)
+
+
+def exit_invalid(message: str) -> NoReturn:
+    """Print ``error: message`` and leave the command with exit code 2 (invalid input)."""
+    import typer
+
+    print_error(message)
+    raise typer.Exit(2)
+
+
+def guarded(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+    """Run ``fn``; robogen's input errors and unwritable paths become exit code 2."""
+    from robogen.errors import RobogenError
+
+    try:
+        return fn(*args, **kwargs)
+    except RobogenError as e:
+        exit_invalid(str(e))
+    except OSError as e:  # unwritable or blocked output paths: the user's input, not a bug
+        exit_invalid(f"{e.strerror or e}: {e.filename!r}" if e.filename else str(e))

@@ -11,6 +11,8 @@ from typing import Annotated, Any
 
 import typer
 
+from robogen._console import exit_invalid as _fail
+from robogen._console import guarded as _guard
 from robogen.progress import ProgressBars
 
 app = typer.Typer(
@@ -40,25 +42,6 @@ def _floats(value: str | None, name: str) -> list[float] | None:
         except ValueError:
             _fail(f"{name} must be comma-separated numbers, got {v!r}")
     return out
-
-
-def _fail(message: str) -> None:
-    from robogen._console import print_error
-
-    print_error(message)
-    raise typer.Exit(EXIT_INVALID)
-
-
-def _guard(fn: Any, *args: Any, **kwargs: Any) -> Any:
-    """Run ``fn``; turn robogen's input errors into exit code 2 with the message."""
-    from robogen.errors import RobogenError
-
-    try:
-        return fn(*args, **kwargs)
-    except RobogenError as e:
-        _fail(str(e))
-    except OSError as e:  # unwritable or blocked output paths: the user's input, not a bug
-        _fail(f"{e.strerror or e}: {e.filename!r}" if e.filename else str(e))
 
 
 def _print_outcome(outcome: Any) -> None:

@@ -13,23 +13,19 @@ from typing import Annotated
 
 import typer
 
+from robogen._console import exit_invalid
 from robogen.check.records import (
     DEFAULT_ALPHA,
     DEFAULT_LOOKS,
     DEFAULT_MARGIN,
     DEFAULT_SPENDING,
-    EXIT_INVALID,
 )
 from robogen.progress import ProgressBars
 
 _PAIRING = {"auto": None, "paired": True, "unpaired": False}
 
 
-def _error(message: str) -> None:
-    from robogen._console import print_error
-
-    print_error(message)
-    raise typer.Exit(EXIT_INVALID)
+_error = exit_invalid
 
 
 def check_command(

@@ -7,35 +7,16 @@ JAX, MuJoCo and matplotlib load only when a command runs, so ``--help`` stays in
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
-from robogen._console import print_message
+from robogen._console import exit_invalid, guarded, print_message
 from robogen.progress import ProgressBars
 
-EXIT_INVALID = 2
-
-
-def _error(message: str) -> None:
-    from robogen._console import print_error
-
-    print_error(message)
-    raise typer.Exit(EXIT_INVALID)
-
-
-def _guarded(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-    """Run ``fn``; robogen's input errors become exit code 2 with the message."""
-    from robogen.errors import RobogenError
-
-    try:
-        return fn(*args, **kwargs)
-    except RobogenError as e:
-        _error(str(e))
-    except OSError as e:  # unwritable or blocked output paths: the user's input, not a bug
-        _error(f"{e.strerror or e}: {e.filename!r}" if e.filename else str(e))
+_error = exit_invalid
+_guarded = guarded
 
 
 def _csv(value: str | None) -> list[str]:
