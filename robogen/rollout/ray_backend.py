@@ -195,28 +195,12 @@ def run_units_ray(
 
 
 def _crashed(manifest: EvalManifest, unit: WorkUnit, e: BaseException) -> list[EpisodeResult]:
-    from robogen.rollout.plan import episode_seed
+    from robogen.rollout.worker import unit_result
 
     msg = f"worker process died twice running this unit: {type(e).__name__}"
     return [
-        EpisodeResult(
-            env_id=manifest.env_id,
-            policy_id=manifest.policy,
-            condition=unit.condition.name,
-            axes=unit.condition.axes,
-            severity=unit.condition.severity,
-            split=unit.condition.split,
-            episode_index=i,
-            seed=episode_seed(manifest.seed, i),
-            episode_return=0.0,
-            length_steps=0,
-            success=False,
-            cause="sim_unstable",
-            error=msg,
-            perturbations_json="[]",
-            changed_axes=(),
-            wall_time_s=0.0,
-            unit_id=unit.unit_id,
-        )
+        unit_result(manifest, unit, i, episode_return=0.0, length_steps=0, success=False,
+                    cause="sim_unstable", error=msg, perturbations_json="[]", changed_axes=(),
+                    wall_time_s=0.0)
         for i in unit.episode_indices
     ]

@@ -320,26 +320,29 @@ class EpisodeWorker:
         slot.wall_time_s = time.perf_counter() - start
 
     def _result(self, unit: WorkUnit, s: _Slot) -> EpisodeResult:
-        m = self.manifest
-        return EpisodeResult(
-            env_id=m.env_id,
-            policy_id=m.policy,
-            condition=unit.condition.name,
-            axes=unit.condition.axes,
-            severity=unit.condition.severity,
-            split=unit.condition.split,
-            episode_index=s.episode_index,
-            seed=s.seed,
-            episode_return=s.ret,
-            length_steps=s.steps,
-            success=s.success,
-            cause=s.cause,
-            error=s.error,
-            perturbations_json=s.perturbations,
-            changed_axes=s.changed,
-            wall_time_s=s.wall_time_s,
-            unit_id=unit.unit_id,
+        return unit_result(
+            self.manifest, unit, s.episode_index, episode_return=s.ret, length_steps=s.steps,
+            success=s.success, cause=s.cause, error=s.error, perturbations_json=s.perturbations,
+            changed_axes=s.changed, wall_time_s=s.wall_time_s,
         )
+
+
+def unit_result(manifest: EvalManifest, unit: WorkUnit, episode_index: int,
+                **outcome: Any) -> EpisodeResult:
+    """The :class:`EpisodeResult` of episode ``episode_index`` of ``unit``; ``outcome`` gives
+    the remaining fields (return, length, success, cause, ...)."""
+    return EpisodeResult(
+        env_id=manifest.env_id,
+        policy_id=manifest.policy,
+        condition=unit.condition.name,
+        axes=unit.condition.axes,
+        severity=unit.condition.severity,
+        split=unit.condition.split,
+        episode_index=episode_index,
+        seed=episode_seed(manifest.seed, episode_index),
+        unit_id=unit.unit_id,
+        **outcome,
+    )
 
 
 def run_units_serial(
