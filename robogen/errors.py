@@ -72,3 +72,14 @@ class DependencyMissingError(RobogenError, ImportError):
 
     def __init__(self, what: str, module: str, extra: str) -> None:
         super().__init__(MISSING_EXTRA.format(what=what, module=module, extra=extra))
+
+
+class InfrastructureError(RobogenError, RuntimeError):
+    """A failure of the machinery around an episode, not of the policy.
+
+    Raised by policies whose inference runs elsewhere (a policy server that
+    timed out, dropped the connection or answered an error) and by backends.
+    The rollout worker records the episodes it ends with cause ``infra_error``
+    (an invalid episode, excluded from success rates), never ``policy_error``.
+    """
+

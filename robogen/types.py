@@ -19,14 +19,27 @@ Split = Literal["all", "train", "test"]
 
 SPLITS: tuple[str, ...] = ("all", "train", "test")
 
-Cause = Literal["timeout", "terminated", "policy_error", "sim_unstable"]
-"""Why an episode did not succeed. ``timeout``: the step limit ran out;
-``terminated``: the env ended the episode without success (e.g. the robot
-fell); ``policy_error``: the policy raised or returned a non-finite action;
-``sim_unstable``: MuJoCo diverged (non-finite state or a bad-acceleration
-warning)."""
+Cause = Literal["timeout", "terminated", "policy_error", "sim_unstable", "worker_died",
+                "infra_timeout", "infra_error"]
+"""Why an episode did not succeed. Policy outcomes: ``timeout``: the step limit
+ran out; ``terminated``: the env ended the episode without success (e.g. the
+robot fell); ``policy_error``: the policy raised or returned a non-finite action.
+Invalid episodes (the machinery failed, not the policy; see
+:data:`INVALID_CAUSES`): ``sim_unstable``: MuJoCo diverged (non-finite state or a
+bad-acceleration warning); ``worker_died``: the rollout worker process died
+(OOM killer, segfault, lost node) and its retries were used up;
+``infra_timeout``: the unit ran past its wall-clock budget; ``infra_error``: an
+infrastructure component failed (a policy server that timed out, dropped the
+connection or answered an error)."""
 
-CAUSES: tuple[str, ...] = ("timeout", "terminated", "policy_error", "sim_unstable")
+CAUSES: tuple[str, ...] = ("timeout", "terminated", "policy_error", "sim_unstable",
+                           "worker_died", "infra_timeout", "infra_error")
+
+POLICY_CAUSES: tuple[str, ...] = ("timeout", "terminated", "policy_error")
+"""Failure causes that are outcomes of the policy (counted in success rates)."""
+
+INVALID_CAUSES: tuple[str, ...] = ("sim_unstable", "worker_died", "infra_timeout", "infra_error")
+"""Causes of invalid episodes: left out of success, return, length and paired gaps."""
 
 NOMINAL = "nominal"
 COMBINED = "combined"
