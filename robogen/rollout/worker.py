@@ -19,9 +19,17 @@ from typing import Any
 import numpy as np
 
 from robogen.envs.render import resolve_frames
-from robogen.errors import RobogenError
+from robogen.errors import InfrastructureError, RobogenError
 from robogen.rollout.plan import episode_seed, perturbation_seed
 from robogen.types import EpisodeResult, EvalManifest, WorkUnit
+
+
+def _error_cause(e: BaseException) -> str:
+    """``infra_error`` if the policy call failed in its infrastructure, else ``policy_error``.
+
+    An infrastructure failure (e.g. a policy server that timed out) is never a policy failure.
+    """
+    return "infra_error" if isinstance(e, InfrastructureError) else "policy_error"
 
 
 def _short_error(e: BaseException) -> str:
@@ -190,7 +198,7 @@ class EpisodeWorker:
         except Exception as e:  # noqa: BLE001 - a raising reset fails the unit's episodes
             for slot in slots:
                 if not slot.done:
-                    self._finish(slot, start, cause="policy_error", error=_short_error(e))
+                    self._finish(slot, start, cause=_error_cause(e), error=_short_error(e))
         action_space = envs[0].action_space
         low, high = getattr(action_space, "low", None), getattr(action_space, "high", None)
         # With deferred frames and a policy that acts on any subset of slots, the batch
@@ -268,7 +276,7 @@ class EpisodeWorker:
                 try:
                     per[k] = self._call(_stack([slots[k].obs]), [k])[0]
                 except Exception as e:  # noqa: BLE001
-                    self._finish(slots[k], start, cause="policy_error", error=_short_error(e))
+                    self._finish(slots[k], start, cause=_error_cause(e), error=_short_error(e))
             shape = next((r.shape for r in per if r is not None), (1,))
             actions = np.stack([r if r is not None else np.zeros(shape, np.float32) for r in per])
         for k in live:
