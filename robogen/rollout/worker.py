@@ -137,7 +137,8 @@ class EpisodeWorker:
             getattr(self._envs[0].action_space, "shape", ()) or ()
         )
         self.frame_hook: Callable[[int, Any], None] | None = None
-        """Called as ``frame_hook(episode_index, env)`` after every step (videos)."""
+        """Called as ``frame_hook(episode_index, env)`` after the reset and after every step
+        (videos)."""
         self.transition_hook: Callable[[int, Any, np.ndarray, float], None] | None = None
         """Called as ``transition_hook(episode_index, obs, action, reward)`` for every step
         taken (``obs`` is the observation the action was chosen from; demonstrations)."""
@@ -190,6 +191,10 @@ class EpisodeWorker:
             except Exception as e:  # noqa: BLE001 - recorded with its cause
                 self._finish(slot, start, cause="sim_unstable", error=_short_error(e))
         self._resolve_frames(slots, range(n), start, setup=True)
+        if self.frame_hook is not None:  # videos start with the reset frame
+            for env, slot in zip(envs, slots, strict=True):
+                if not slot.done:
+                    self.frame_hook(slot.episode_index, env)
         try:
             if self._takes_seeds:
                 self.policy.reset(list(range(n)), seeds=[s.seed for s in slots])

@@ -1,0 +1,163 @@
+"""Retrain robogen's shipped pixel policies (behaviour cloning on robogen/Push-v0).
+
+Recipe (see ``robogen/assets/policies/README.md`` for the measured results):
+
+1. **Demonstrations**: the scripted ``expert:push`` on the *nominal* scene, 84x84
+   RGB from the ``front`` camera plus the state vector. Actions executed during
+   collection carry Gaussian noise (DART, Laskey et al. 2017, "DART: Noise
+   Injection for Robust Imitation Learning"), while the stored label is the
+   expert's clean action, so the data covers the states a slightly wrong
+   policy drifts into. Demonstration seeds come from robogen's demonstration
+   index range (>= 10^6, :func:`robogen.scaling.demos.demo_episode_index`), so
+   no evaluation episode's initial state is ever trained on.
+2. **Observation**: the image and proprioception only (arm joint positions and
+   velocities, gripper gap, end-effector position: state indices 0-13). Object
+   and target positions are never an input: the policy must find them in the
+   image.
+3. **Two variants** trained on the same demonstrations with the same seed and
+   steps: ``plain`` (no augmentation) and ``augmented`` (DrQ random shift,
+   Kostrikov et al. 2021, plus colour jitter).
+
+No visual axis's held-out ``test`` values are used (the demonstrations are
+nominal), so every visual axis is unseen by both policies.
+
+Usage::
+
+    .venv/bin/python scripts/train_pixel_policies.py            # collect, train, save
+    .venv/bin/python scripts/train_pixel_policies.py --episodes 40 --steps 500 --out /tmp/p
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+os.environ.setdefault("MUJOCO_GL", "egl")
+
+import numpy as np  # noqa: E402
+
+ENV_ID = "robogen/Push-v0"
+PROPRIO = tuple(range(14))
+"""State indices the policies read: arm qpos (0-4), arm qvel (5-9), gripper gap (10), ee pos
+(11-13)."""
+SEED = 0
+
+
+def collect(episodes: int, noise: float, seed: int, log=print) -> dict[str, np.ndarray]:
+    """Run the push expert on the nominal scene with DART noise; return the step arrays.
+
+    Returns:
+        ``pixels (N, 84, 84, 3) uint8``, ``state (N, 30) float32``, ``actions (N, 6) float32``
+        (clean expert labels), ``episode (N,) int64``, ``success (E,) bool``.
+    """
+    import robogen.envs as envs
+    from robogen.envs.base import find_scene
+    from robogen.policies import LoadContext, load_policy
+    from robogen.rollout.plan import episode_seed
+    from robogen.scaling.demos import demo_episode_index
+
+    env = envs.make(ENV_ID, obs_mode="state+pixels")
+    scene = find_scene(env)
+    ctx = LoadContext(ENV_ID, env.observation_space, env.action_space, "state+pixels")
+    expert = load_policy("expert:push", ctx)
+    expert.attach([scene])
+    rng = np.random.default_rng(seed + 12345)
+    pix, st, act, ep, succ = [], [], [], [], []
+    t0 = time.time()
+    for j in range(episodes):
+        obs, _ = env.reset(seed=episode_seed(seed, demo_episode_index("none", j)))
+        expert.reset([0])
+        done, ok = False, False
+        while not done:
+            label = expert.act({"state": obs["state"][None], "pixels": obs["pixels"][None]})[0]
+            pix.append(obs["pixels"])
+            st.append(obs["state"])
+            act.append(label)
+            ep.append(j)
+            executed = label.copy()
+            executed[:5] += rng.normal(0.0, noise, 5)
+            obs, _, term, trunc, info = env.step(np.clip(executed, -1, 1).astype(np.float32))
+            ok = ok or bool(info["success"])
+            done = term or trunc
+        succ.append(ok)
+        if (j + 1) % 20 == 0:
+            log(f"  collected {j + 1}/{episodes} episodes, {len(act)} steps, "
+                f"success {np.mean(succ):.2f}, {time.time() - t0:.0f} s")
+    env.close()
+    return {"pixels": np.stack(pix), "state": np.stack(st).astype(np.float32),
+            "actions": np.stack(act).astype(np.float32), "episode": np.asarray(ep),
+            "success": np.asarray(succ)}
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--episodes", type=int, default=200, help="demonstrations")
+    p.add_argument("--noise", type=float, default=0.3, help="DART action noise std")
+    p.add_argument("--steps", type=int, default=6000, help="gradient steps per policy")
+    p.add_argument("--batch-size", type=int, default=64)
+    p.add_argument("--variants", default="plain,augmented")
+    p.add_argument("--work", type=Path, default=Path("runs/pixel-policies"),
+                   help="cache of the demonstrations")
+    p.add_argument("--out", type=Path, default=Path("robogen/assets/policies"))
+    p.add_argument("--collect-only", action="store_true")
+    args = p.parse_args(argv)
+
+    args.work.mkdir(parents=True, exist_ok=True)
+    cache = args.work / f"demos-e{args.episodes}-n{args.noise}-s{SEED}.npz"
+    t0 = time.time()
+    if cache.exists():
+        data = dict(np.load(cache))
+        print(f"demonstrations: {cache} ({len(data['actions'])} steps)")
+    else:
+        print(f"collecting {args.episodes} expert:push demonstrations (DART noise {args.noise})")
+        data = collect(args.episodes, args.noise, SEED)
+        np.savez(cache, **data)
+    collect_s = time.time() - t0
+    print(f"demonstrations: {len(data['actions'])} steps, expert success under noise "
+          f"{data['success'].mean():.2f}, {collect_s:.0f} s")
+    if args.collect_only:
+        return 0
+    train(data, args, collect_s)
+    return 0
+
+
+def train(data: dict[str, np.ndarray], args: argparse.Namespace, collect_s: float) -> None:
+    """Train and save each variant (same data, seed and steps)."""
+    from robogen.scaling.bc import BCConfig, train_bc_ensemble
+    from robogen.scaling.bc_io import save_bc
+
+    n = len(data["actions"])
+    obs = {"state": data["state"], "pixels": data["pixels"]}
+    base = dict(arch="cnn", hidden=(256, 256), feature_dim=64, steps=args.steps,
+                batch_size=args.batch_size, lr=3e-4, chunk_steps=500, state_indices=PROPRIO)
+    variants = {
+        "plain": BCConfig(**base),
+        "augmented": BCConfig(**base, augment=True, shift_pad=4, color_jitter=0.3),
+    }
+    for name in args.variants.split(","):
+        t0 = time.time()
+        print(f"training {name} ({args.steps} steps, batch {args.batch_size}, {n} samples)")
+
+        def progress(done: int, total: int, t0: float = t0) -> None:
+            print(f"  {done}/{total} steps, {time.time() - t0:.0f} s", flush=True)
+
+        (model,) = train_bc_ensemble(obs, data["actions"], [np.arange(n)], seeds=[SEED],
+                                     config=variants[name], action_low=-1.0, action_high=1.0,
+                                     progress=progress)
+        train_s = time.time() - t0
+        out = args.out / f"push_pixels_{name}"
+        save_bc(model, out)
+        info = {"env_id": ENV_ID, "variant": name, "episodes": args.episodes,
+                "samples": n, "dart_noise": args.noise, "seed": SEED,
+                "collect_s": round(collect_s), "train_s": round(train_s),
+                "final_loss": model.train_info["final_loss"]}
+        (out / "recipe.json").write_text(json.dumps(info, indent=2) + "\n")
+        print(f"saved {out} in {train_s:.0f} s, final loss {info['final_loss']:.4f}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
