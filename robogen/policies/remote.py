@@ -14,9 +14,9 @@ URI and adapter spec: see :mod:`robogen.policies.adapter`.
 
 Batches and endpoints:
     Every env slot has its own connection; a batch's requests run concurrently. Slot ``k``
-    of a worker uses endpoint ``(p + k) % n`` of the ``n`` endpoints, ``p`` being the
-    worker's process id, and fails over to the next endpoint on retry. An openpi server
-    infers one request at a time, so parallelism comes from several endpoints.
+    of a worker starts on endpoint ``(p + k) % n`` of the ``n`` endpoints, ``p`` being the
+    worker's process id; a failed request moves the slot to the next endpoint for good.
+    An openpi server infers one request at a time, so parallelism comes from endpoints.
 
 Action chunking:
     A reply's first ``replan_steps`` actions are executed in turn before the slot's next
@@ -36,6 +36,7 @@ Pairing:
 
 from __future__ import annotations
 
+import functools
 import os
 import time
 from collections import deque
@@ -76,6 +77,16 @@ def _tail(text: str, n: int = 300) -> str:
     return last if len(last) <= n else last[: n - 3] + "..."
 
 
+@functools.cache
+def _connect_kwargs() -> dict[str, Any]:
+    """``legacy=True`` where websockets (>= 17) asks for it to return the connection directly."""
+    import inspect
+
+    from websockets.sync.client import connect
+
+    return {"legacy": True} if "legacy" in inspect.signature(connect).parameters else {}
+
+
 class _Link:
     """One WebSocket connection to a policy server (opened lazily, reopened on failure)."""
 
@@ -92,7 +103,7 @@ class _Link:
         headers = {"Authorization": f"Api-Key {self._api_key}"} if self._api_key else None
         ws = connect(self.endpoint, compression=None, max_size=None,
                      open_timeout=self._spec.timeout_s, close_timeout=1.0,
-                     additional_headers=headers)
+                     additional_headers=headers, **_connect_kwargs())
         try:
             self.metadata = self._decode(ws.recv(timeout=self._spec.timeout_s))
         except BaseException:
@@ -112,6 +123,10 @@ class _Link:
             self.open()
         self._ws.send(packb(message))
         return self._decode(self._ws.recv(timeout=self._spec.timeout_s))
+
+    @property
+    def is_open(self) -> bool:
+        return self._ws is not None
 
     @property
     def resets(self) -> bool:
@@ -240,26 +255,28 @@ class RemotePolicy:
         return chunk.astype(np.float32)
 
     # -- requests with retries ---------------------------------------------------------
-    def _link(self, slot: int, attempt: int) -> _Link:
-        index = (self._base + slot + attempt) % len(self.endpoints)
-        if self._route.get(slot) != index:
-            old = self._links.pop(slot, None)
-            if old is not None:
-                old.close()
-            self._route[slot] = index
+    def _link(self, slot: int) -> _Link:
+        """The connection of ``slot`` to its current endpoint (see :meth:`_fail_over`)."""
         link = self._links.get(slot)
         if link is None:
+            index = self._route.setdefault(slot, (self._base + slot) % len(self.endpoints))
             link = self._links[slot] = _Link(self.endpoints[index], self.spec, self._api_key)
         return link
+
+    def _fail_over(self, slot: int) -> None:
+        """Close ``slot``'s connection; it moves to the next endpoint and stays there."""
+        link = self._links.pop(slot, None)
+        if link is not None:
+            link.close()
+        self._route[slot] = (self._route.get(slot, self._base + slot) + 1) % len(self.endpoints)
 
     def _call(self, slot: int, message: dict[str, Any], replay_reset: bool = True) -> Any:
         s = self.spec
         why = ""
         for attempt in range(s.retries + 1):
-            link = self._link(slot, attempt)
+            link = self._link(slot)
             try:
-                fresh = link._ws is None
-                if fresh:
+                if not link.is_open:
                     link.open()
                     if replay_reset and link.resets and slot in self._seeds:
                         link.request({RESET_KEY: "reset", "seed": self._seeds[slot]})
@@ -269,7 +286,7 @@ class RemotePolicy:
                     1000 * (time.perf_counter() - start))
                 return reply
             except _retryable() as e:
-                link.close()
+                self._fail_over(slot)
                 why = f"{link.endpoint}: {type(e).__name__}: {_tail(str(e)) or 'no detail'}"
                 if attempt < s.retries:
                     time.sleep(s.backoff_s * 2**attempt)
@@ -290,7 +307,7 @@ class RemotePolicy:
             if seeds is not None:
                 self._seeds[k] = int(seeds[i])
             link = self._links.get(k)
-            if seeds is not None and link is not None and link._ws is not None and link.resets:
+            if seeds is not None and link is not None and link.is_open and link.resets:
                 self._call(k, {RESET_KEY: "reset", "seed": self._seeds[k]}, replay_reset=False)
 
     def act(self, obs: Any, *, deterministic: bool = True,
@@ -378,7 +395,6 @@ class RemotePolicy:
         for link in self._links.values():
             link.close()
         self._links.clear()
-        self._route.clear()
         if self._pool is not None:
             self._pool.shutdown(wait=False)
             self._pool = None
