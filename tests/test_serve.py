@@ -28,7 +28,11 @@ from robogen.rollout.runner import evaluate
 from robogen.rollout.store import ResultStore
 from robogen.serve import PRIVILEGED
 
-pytestmark = [pytest.mark.timeout(240), pytest.mark.filterwarnings("ignore:.*settotalmass.*")]
+pytestmark = [
+    pytest.mark.timeout(240),
+    pytest.mark.filterwarnings("ignore:.*settotalmass.*"),
+    pytest.mark.filterwarnings("ignore:os.fork:RuntimeWarning"),  # servers start by fork+exec
+]
 
 ENV = "gymnasium/Reacher-v5"
 CKPT_DIR = Path(robogen.__file__).parent / "assets" / "checkpoints"
