@@ -244,6 +244,36 @@ def list_cmd() -> None:
     c.print(t)
 
 
+@app.command("serve")
+def serve_cmd(
+    policy: Annotated[str, typer.Option(
+        help="Policy URI to serve: sb3:X.zip | flax:DIR | python:MODULE:FACTORY | random.")],
+    env: Annotated[str, typer.Option(
+        help="Env id whose observation and action spaces the policy is loaded for.")],
+    port: Annotated[int, typer.Option(help="TCP port (0: any free port, printed).")] = 8000,
+    host: Annotated[str, typer.Option(help="Bind address (0.0.0.0 exposes it).")] = "127.0.0.1",
+    api_key: Annotated[str | None, typer.Option(
+        envvar="ROBOGEN_API_KEY",
+        help="Require 'Authorization: Api-Key KEY' (or set ROBOGEN_API_KEY).")] = None,
+    obs_mode: Annotated[str, typer.Option(help="state | pixels | state+pixels")] = "state",
+    vecnormalize: Annotated[
+        str | None, typer.Option(help="SB3 VecNormalize statistics (.pkl).")
+    ] = None,
+    device: Annotated[str, typer.Option(help="Policy device: cpu | cuda.")] = "cpu",
+) -> None:
+    """Serve a policy over openpi's WebSocket protocol (for remote: policies)."""
+    from robogen.serve import load_server, serve_forever
+
+    if not 0 <= port <= 65535:
+        _fail(f"--port must be in [0, 65535], got {port}")
+    server = _guard(load_server, policy, env, obs_mode=obs_mode, vecnormalize=vecnormalize,
+                    api_key=api_key, device=device)
+    try:
+        serve_forever(server, host, port)
+    except OSError as e:
+        _fail(f"cannot listen on {host}:{port} ({e.strerror or e}); pick another --port/--host")
+
+
 from robogen.check.cli import check_command  # noqa: E402
 
 app.command("check")(check_command)

@@ -7,11 +7,15 @@ URIs (``robogen list`` shows the registered schemes):
 * ``expert:<task>``: the scripted expert of a built-in task.
 * ``python:pkg.module:factory``: ``factory(ctx)`` returns a Policy.
 * ``random`` / ``random:SEED``: uniform random actions.
+* ``remote:ws://HOST:PORT[,ws://...][?options]``: a policy server speaking openpi's
+  WebSocket protocol (``robogen serve`` or an openpi server); options are the adapter spec
+  (:mod:`robogen.policies.adapter`).
 """
 
 from __future__ import annotations
 
 from robogen.policies import flax_policy as _flax  # noqa: F401  (registers "flax"; JAX loads lazily)
+from robogen.policies import remote as _remote  # noqa: F401  (registers "remote")
 from robogen.policies import sb3 as _sb3  # noqa: F401  (registers "sb3")
 from robogen.policies import simple as _simple  # noqa: F401  (registers "random", "python")
 from robogen.policies.base import (
