@@ -389,6 +389,7 @@ def _interactions(
                 combined_gap=it.combined_gap,
                 single_gaps=it.single_gaps,
                 n=it.n,
+                ci_method=it.ci_method,
             )
         )
     return tuple(out)

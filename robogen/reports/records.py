@@ -143,6 +143,7 @@ class InteractionStats:
         combined_gap: Gap of the combined condition on the common episodes.
         single_gaps: Gap of each axis alone at the same level, on the same episodes.
         n: Episodes present in nominal, combined and every single condition.
+        ci_method: ``bootstrap`` or ``augmented-wald`` (few non-zero episode terms).
     """
 
     condition: str
@@ -155,6 +156,7 @@ class InteractionStats:
     combined_gap: float
     single_gaps: tuple[float, ...]
     n: int
+    ci_method: str = "bootstrap"
 
     @property
     def sum_single_gaps(self) -> float:
@@ -317,6 +319,8 @@ def _decode(cls: type, d: Mapping[str, Any]) -> dict[str, Any]:
     """Field values of ``cls`` from a JSON dict: ``null`` floats -> NaN, lists -> tuples."""
     out: dict[str, Any] = {}
     for f in dataclasses.fields(cls):
+        if f.name not in d and f.default is not dataclasses.MISSING:
+            continue  # a field added later with a default (reports written before it)
         v = d[f.name]
         t = str(f.type)
         if t == "float":
