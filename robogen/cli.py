@@ -186,6 +186,41 @@ def eval_cmd(
     _print_outcome(outcome)
 
 
+@app.command("compare")
+def compare_cmd(
+    runs: Annotated[list[Path], typer.Argument(
+        help="Two or more run directories made under one protocol (same env, axes, "
+        "severities, seed, episodes, ...).")],
+    out: Annotated[Path, typer.Option(help="Output directory (new or empty).")],
+) -> None:
+    """Compare policies side by side: gaps, paired differences with Holm p-values, rankings."""
+    from robogen.reports.compare import compare_dirs
+
+    files = _guard(compare_dirs, runs, out)
+    _print_comparison(files)
+
+
+def _print_comparison(files: dict[str, Path]) -> None:
+    import json
+
+    from rich.console import Console
+    from rich.table import Table
+
+    c = Console()
+    data = json.loads(Path(files["json"]).read_text())
+    t = Table(title="robustness ranking (most robust first; < separated by the Holm test)")
+    t.add_column("axis")
+    t.add_column("order")
+    for r in data["rankings"]:
+        rel = [" < " if s else " ≈ " for s in r["separated"]]
+        order = r["order"][0] + "".join(f"{x}{o}" for x, o in zip(rel, r["order"][1:],
+                                                                  strict=True))
+        t.add_row(r["axis"], order)
+    c.print(t)
+    for kind in ("md", "html", "json"):
+        c.print(f"  compare.{kind}: {files[kind]}", highlight=False)
+
+
 @app.command("report")
 def report_cmd(run_dir: Annotated[Path, typer.Argument(help="A run directory.")]) -> None:
     """Rebuild report.{json,md,html} and plots from a run directory's stored episodes."""

@@ -82,7 +82,8 @@ def bounded_mean_interval(
 
     With at least :data:`MIN_NONZERO_FOR_BOOTSTRAP` non-zero differences: the
     percentile bootstrap over episodes (Efron & Tibshirani 1993, ch. 13). With
-    fewer (few discordant episodes, or none): :func:`augmented_wald_interval`.
+    fewer (few discordant episodes, or none), or when every value is the same
+    (every resample would have the same mean): :func:`augmented_wald_interval`.
 
     Args:
         values: (n,) float per-episode differences in ``[-bound, bound]``.
@@ -99,7 +100,7 @@ def bounded_mean_interval(
     v = _one_d(values)
     if v.shape[0] == 0:
         return math.nan, math.nan, METHOD_AUGMENTED
-    if np.count_nonzero(v) < MIN_NONZERO_FOR_BOOTSTRAP:
+    if np.count_nonzero(v) < MIN_NONZERO_FOR_BOOTSTRAP or np.ptp(v) == 0:
         low, high = augmented_wald_interval(v, bound, confidence)
         return low, high, METHOD_AUGMENTED
     low, high = bootstrap_mean_interval(v, n_boot=n_boot, confidence=confidence, seed=seed)

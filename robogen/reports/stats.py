@@ -249,8 +249,9 @@ def paired_gap(
     The interval is the percentile bootstrap of the mean per-episode difference
     (Efron & Tibshirani 1993, ch. 13), resampling episodes, not outcomes, so the
     pairing is kept. With fewer than :data:`MIN_DISCORDANT_FOR_BOOTSTRAP`
-    discordant pairs the bootstrap is degenerate (every resample has the same
-    few differences), so the Agresti-Min interval is used and ``ci_method``
+    discordant pairs, or when every pair is discordant the same way, the
+    bootstrap is degenerate (every resample has the same few differences, or
+    the same mean), so the Agresti-Min interval is used and ``ci_method``
     says so. The discordant counts ``n10``/``n01`` are the sufficient
     statistics of McNemar's (1947) test of equal rates.
 
@@ -278,7 +279,7 @@ def paired_gap(
         return PairedGap(nan, nan, nan, 0, 0, 0, nan, nan, nan, confidence)
     diff = nom.astype(np.float64) - per.astype(np.float64)
     method = "bootstrap"
-    if n10 + n01 < MIN_DISCORDANT_FOR_BOOTSTRAP:
+    if n10 + n01 < MIN_DISCORDANT_FOR_BOOTSTRAP or max(n10, n01) == n:  # few, or all alike
         method = "agresti-min"
         low, high = agresti_min_interval(n10, n01, n, confidence)
     else:
