@@ -76,8 +76,10 @@ def eval_cmd(
         str | None, typer.Option(help="Env id: robogen/<Task>-v0 or gymnasium/<Id>.")
     ] = None,
     policy: Annotated[
-        str | None,
-        typer.Option(help="sb3:X.zip | expert:TASK | flax:DIR | python:MODULE:FACTORY | random"),
+        list[str] | None,
+        typer.Option(help="sb3:X.zip | expert:TASK | flax:DIR | python:MODULE:FACTORY | random; "
+                     "repeat it to evaluate several policies under one manifest and compare them "
+                     "(one run dir each under --out, compare.* in --out)"),
     ] = None,
     spec: Annotated[
         Path | None, typer.Option(help="TOML evaluation spec (flags override it).")
@@ -146,7 +148,8 @@ def eval_cmd(
         return
     from robogen.configs import load_eval_config
 
-    if spec is None and (env is None or policy is None):
+    policies = list(policy or [])
+    if spec is None and (env is None or not policies):
         _fail(
             "give --env and --policy (or --spec FILE), e.g. "
             "robogen eval --env robogen/PickPlace-v0 --policy expert:pick_place"
@@ -155,7 +158,7 @@ def eval_cmd(
         load_eval_config,
         spec,
         env=env,
-        policy=policy,
+        policy=policies[0] if policies else None,
         vecnormalize=vecnormalize,
         axes=_csv(axes),
         severities=_floats(severities, "--severities"),
@@ -175,6 +178,9 @@ def eval_cmd(
         videos=videos,
         success_threshold=success_threshold,
     )
+    if len(policies) > 1:
+        _eval_several(cfg, policies)
+        return
     try:
         with ProgressBars() as bars:
             bar = bars.stage(f"{cfg.env} / {cfg.policy}")
@@ -219,6 +225,27 @@ def _print_comparison(files: dict[str, Path]) -> None:
     c.print(t)
     for kind in ("md", "html", "json"):
         c.print(f"  compare.{kind}: {files[kind]}", highlight=False)
+
+
+def _eval_several(cfg: Any, policies: list[str]) -> None:
+    from robogen.rollout.multi import evaluate_policies
+
+    try:
+        with ProgressBars() as bars:
+            outcome = _guard(evaluate_policies, cfg, policies,
+                             progress_for=lambda uri: bars.stage(f"{cfg.env} / {uri}"))
+    except KeyboardInterrupt:
+        sys.stderr.write(
+            "\ninterrupted; finish each unfinished run with robogen eval --resume OUT/RUN, "
+            "then compare them with robogen compare OUT/RUN_A OUT/RUN_B ... --out OUT/compare\n"
+        )
+        raise typer.Exit(130) from None
+    from rich.console import Console
+
+    for o in outcome.runs:
+        Console().print(f"[bold green]done:[/] {o.n_episodes} episodes in {o.run_dir}",
+                        highlight=False)
+    _print_comparison(outcome.files)
 
 
 @app.command("report")
