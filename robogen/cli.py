@@ -95,6 +95,9 @@ def eval_cmd(
     combined: Annotated[
         bool | None, typer.Option("--combined/--no-combined", help="All axes together.")
     ] = None,
+    pairs: Annotated[str | None, typer.Option(
+        help="Pairs of axes run together (gap and interaction): all | "
+        "lighting+texture,camera+distractors,...")] = None,
     episodes: Annotated[int | None, typer.Option(help="Episodes per condition.")] = None,
     seed: Annotated[int | None, typer.Option(help="Run seed.")] = None,
     max_steps: Annotated[int | None, typer.Option(help="Step limit per episode.")] = None,
@@ -122,7 +125,7 @@ def eval_cmd(
         given = {
             "--env": env, "--policy": policy, "--spec": spec, "--vecnormalize": vecnormalize,
             "--axes": axes, "--severities": severities, "--splits": splits,
-            "--combined": combined, "--episodes": episodes, "--seed": seed,
+            "--combined": combined, "--pairs": pairs, "--episodes": episodes, "--seed": seed,
             "--max-steps": max_steps, "--batch-size": batch_size, "--obs-mode": obs_mode,
             "--camera": camera, "--out": out, "--success-threshold": success_threshold,
             "--num-gpus-per-worker": num_gpus_per_worker,
@@ -164,6 +167,7 @@ def eval_cmd(
         severities=_floats(severities, "--severities"),
         splits=_csv(splits),
         combined=combined,
+        pairs=None if pairs is None else ("all" if pairs.strip() == "all" else _csv(pairs)),
         episodes=episodes,
         seed=seed,
         max_steps=max_steps,

@@ -23,7 +23,14 @@ import tomllib
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+)
 
 from robogen.errors import InvalidSpecError, UnknownNameError
 from robogen.types import SPLITS
@@ -52,6 +59,10 @@ class EvalConfig(BaseModel):
         [], description="Extra held-out levels per axis: 'train' and/or 'test'."
     )
     combined: bool = Field(True, description="Also run all axes combined at each severity.")
+    pairs: str | list[str] = Field(
+        [], description="Pairs of axes run together, each with its gap and interaction: "
+        "'all' or 'lighting+texture', ... ."
+    )
     episodes: int = Field(50, description="Episodes per condition.", ge=1, le=100_000)
     seed: int = Field(0, description="Run seed; every episode seed derives from it.", ge=0)
     max_steps: int | None = Field(
@@ -130,11 +141,56 @@ class EvalConfig(BaseModel):
             raise ValueError(str(UnknownNameError("env id", v, ids)))
         return v
 
+    @field_validator("pairs")
+    @classmethod
+    def _pairs(cls, v: str | list[str], info: ValidationInfo) -> str | list[str]:
+        if "axes" not in info.data:  # the axes are invalid; that error is reported
+            return v
+        from robogen.perturbations import AXES
+
+        parse_pairs(v, info.data["axes"] or list(AXES.names()))
+        return v
+
+    def resolved_pairs(self) -> list[tuple[str, str]]:
+        """Pairs of axes to run together (see :func:`parse_pairs`)."""
+        return parse_pairs(self.pairs, self.resolved_axes())
+
     def resolved_axes(self) -> list[str]:
         """The axes to run: the given ones or every registered axis."""
         from robogen.perturbations import AXES
 
         return list(self.axes) if self.axes is not None else list(AXES.names())
+
+
+def parse_pairs(value: str | list[str], axes: list[str]) -> list[tuple[str, str]]:
+    """Pairs of axes from ``"all"`` (every pair, in axis order) or ``["a+b", ...]`` (as given).
+
+    Raises:
+        ValueError: On a pair that is not two distinct axes of ``axes``, or a repeated pair.
+    """
+    if isinstance(value, str):
+        if value.strip() != "all":
+            raise ValueError(
+                f"pairs must be 'all' or a list like ['lighting+texture'], got {value!r}"
+            )
+        return [(a, b) for i, a in enumerate(axes) for b in axes[i + 1:]]
+    out: list[tuple[str, str]] = []
+    for p in value:
+        names = tuple(x.strip() for x in p.split("+"))
+        if len(names) != 2 or names[0] == names[1] or not all(names):
+            raise ValueError(
+                f"a pair names two different axes joined by '+', e.g. 'lighting+texture', got {p!r}"
+            )
+        missing = [a for a in names if a not in axes]
+        if missing:
+            raise ValueError(
+                f"pair {p!r} names {', '.join(missing)}, which is not among the evaluated axes "
+                f"{axes}; add it to axes or drop the pair"
+            )
+        if set(names) in [set(q) for q in out]:
+            raise ValueError(f"pair {p!r} is given twice")
+        out.append((names[0], names[1]))
+    return out
 
 
 def format_validation_error(e: ValidationError, source: str = "") -> str:

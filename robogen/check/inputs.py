@@ -321,6 +321,8 @@ def check_protocols(baseline: RunData, candidate: RunData) -> None:
 
 def config_fields_from_manifest(manifest: EvalManifest) -> dict[str, Any]:
     """EvalConfig fields that reproduce ``manifest``'s protocol and seeds."""
+    from robogen.rollout.plan import pairs_of
+
     return {
         "env": manifest.env_id,
         "axes": list(manifest.axes),
@@ -337,4 +339,5 @@ def config_fields_from_manifest(manifest: EvalManifest) -> dict[str, Any]:
         "camera": manifest.render.camera or None,
         "success_threshold": manifest.success_threshold,
         "env_kwargs": dict(manifest.env_kwargs),
+        "pairs": pairs_of(manifest.conditions),
     }

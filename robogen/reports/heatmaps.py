@@ -33,7 +33,7 @@ def gap_heatmap_png(comparison: Comparison) -> bytes:
     """
     runs = comparison.runs
     conds = list(comparison.conditions)
-    fig = _figure(max(5.0, 1.1 + 0.95 * len(conds)), 1.3 + 0.6 * len(runs))
+    fig = _figure(max(6.0, 2.5 + 1.5 * len(conds)), 1.4 + 0.7 * len(runs))
     ax = fig.add_subplot()
     if not conds:
         _empty(ax, "no perturbed conditions")

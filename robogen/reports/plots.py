@@ -35,6 +35,7 @@ PLOT_FILES = {
     "gaps": "gaps.png",
     "severity": "severity.png",
     "conditions": "conditions.png",
+    "interactions": "interactions.png",
 }
 """Plot key -> file name written by :func:`save_plots`."""
 
@@ -175,12 +176,18 @@ def condition_chart_png(report: Report) -> bytes:
 
 
 def all_plots_png(report: Report) -> dict[str, bytes]:
-    """Every report figure, keyed like :data:`PLOT_FILES`."""
-    return {
+    """Every report figure, keyed like :data:`PLOT_FILES` (``interactions`` only with pairs)."""
+    from robogen.reports.heatmaps import interaction_heatmap_png
+
+    out = {
         "gaps": gap_chart_png(report),
         "severity": severity_chart_png(report),
         "conditions": condition_chart_png(report),
     }
+    heat = interaction_heatmap_png(report)
+    if heat is not None:
+        out["interactions"] = heat
+    return out
 
 
 def save_plots(report: Report, out_dir: Path) -> dict[str, Path]:

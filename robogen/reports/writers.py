@@ -302,6 +302,7 @@ def render_html(
     for key, title in (
         ("gaps", "Generalization gaps"),
         ("severity", "Success against severity"),
+        ("interactions", "Pair interactions (axes x axes)"),
         ("conditions", "Success per condition"),
     ):
         if images and key in images:
