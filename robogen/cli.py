@@ -89,8 +89,12 @@ def eval_cmd(
     ] = None,
     axes: Annotated[str | None, typer.Option(help="Comma-separated axes (default: all).")] = None,
     severities: Annotated[
-        str | None, typer.Option(help="Comma-separated severities in (0, 1].")
+        str | None, typer.Option(help="Comma-separated severities in (0, 1], or 'sweep' "
+                                 "(coarse grid, then bisection to each axis's breaking point).")
     ] = None,
+    breaking_level: Annotated[float | None, typer.Option(
+        help="With --severities sweep: also locate where success falls to this fraction of "
+        "nominal (default 0.8; half of nominal is always reported).")] = None,
     splits: Annotated[str | None, typer.Option(help="Extra held-out levels: train,test.")] = None,
     combined: Annotated[
         bool | None, typer.Option("--combined/--no-combined", help="All axes together.")
@@ -125,6 +129,7 @@ def eval_cmd(
         given = {
             "--env": env, "--policy": policy, "--spec": spec, "--vecnormalize": vecnormalize,
             "--axes": axes, "--severities": severities, "--splits": splits,
+            "--breaking-level": breaking_level,
             "--combined": combined, "--pairs": pairs, "--episodes": episodes, "--seed": seed,
             "--max-steps": max_steps, "--batch-size": batch_size, "--obs-mode": obs_mode,
             "--camera": camera, "--out": out, "--success-threshold": success_threshold,
@@ -164,7 +169,9 @@ def eval_cmd(
         policy=policies[0] if policies else None,
         vecnormalize=vecnormalize,
         axes=_csv(axes),
-        severities=_floats(severities, "--severities"),
+        severities="sweep" if severities and severities.strip() == "sweep"
+        else _floats(severities, "--severities"),
+        breaking_level=breaking_level,
         splits=_csv(splits),
         combined=combined,
         pairs=None if pairs is None else ("all" if pairs.strip() == "all" else _csv(pairs)),

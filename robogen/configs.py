@@ -54,7 +54,14 @@ class EvalConfig(BaseModel):
     axes: list[str] | None = Field(
         None, description="Axes to evaluate; default: every registered axis."
     )
-    severities: list[float] = Field([0.5, 1.0], description="Severities in (0, 1].")
+    severities: list[float] | Literal["sweep"] = Field(
+        [0.5, 1.0], description="Severities in (0, 1], or 'sweep': a coarse grid, then "
+        "bisection around each axis's breaking points."
+    )
+    breaking_level: float = Field(
+        0.8, description="Breaking level of a sweep, as a fraction of nominal success (half of "
+        "nominal is always reported too).", gt=0.0, lt=1.0,
+    )
     splits: list[str] = Field(
         [], description="Extra held-out levels per axis: 'train' and/or 'test'."
     )
@@ -99,7 +106,11 @@ class EvalConfig(BaseModel):
 
     @field_validator("severities")
     @classmethod
-    def _severities(cls, v: list[float]) -> list[float]:
+    def _severities(cls, v: list[float] | str) -> list[float] | str:
+        if isinstance(v, str):
+            if v != "sweep":
+                raise ValueError(f"severities must be numbers in (0, 1] or 'sweep', got {v!r}")
+            return v
         if not v:
             raise ValueError("give at least one severity, e.g. [0.5, 1.0]")
         for s in v:
@@ -154,6 +165,11 @@ class EvalConfig(BaseModel):
     def resolved_pairs(self) -> list[tuple[str, str]]:
         """Pairs of axes to run together (see :func:`parse_pairs`)."""
         return parse_pairs(self.pairs, self.resolved_axes())
+
+    @property
+    def is_sweep(self) -> bool:
+        """Whether severities are chosen adaptively (``severities = "sweep"``)."""
+        return self.severities == "sweep"
 
     def resolved_axes(self) -> list[str]:
         """The axes to run: the given ones or every registered axis."""
