@@ -76,8 +76,10 @@ def eval_cmd(
         str | None, typer.Option(help="Env id: robogen/<Task>-v0 or gymnasium/<Id>.")
     ] = None,
     policy: Annotated[
-        str | None,
-        typer.Option(help="sb3:X.zip | expert:TASK | flax:DIR | python:MODULE:FACTORY | random"),
+        list[str] | None,
+        typer.Option(help="sb3:X.zip | expert:TASK | flax:DIR | python:MODULE:FACTORY | random; "
+                     "repeat it to evaluate several policies under one manifest and compare them "
+                     "(one run dir each under --out, compare.* in --out)"),
     ] = None,
     spec: Annotated[
         Path | None, typer.Option(help="TOML evaluation spec (flags override it).")
@@ -87,12 +89,19 @@ def eval_cmd(
     ] = None,
     axes: Annotated[str | None, typer.Option(help="Comma-separated axes (default: all).")] = None,
     severities: Annotated[
-        str | None, typer.Option(help="Comma-separated severities in (0, 1].")
+        str | None, typer.Option(help="Comma-separated severities in (0, 1], or 'sweep' "
+                                 "(coarse grid, then bisection to each axis's breaking point).")
     ] = None,
+    breaking_level: Annotated[float | None, typer.Option(
+        help="With --severities sweep: also locate where success falls to this fraction of "
+        "nominal (default 0.8; half of nominal is always reported).")] = None,
     splits: Annotated[str | None, typer.Option(help="Extra held-out levels: train,test.")] = None,
     combined: Annotated[
         bool | None, typer.Option("--combined/--no-combined", help="All axes together.")
     ] = None,
+    pairs: Annotated[str | None, typer.Option(
+        help="Pairs of axes run together (gap and interaction): all | "
+        "lighting+texture,camera+distractors,...")] = None,
     episodes: Annotated[int | None, typer.Option(help="Episodes per condition.")] = None,
     seed: Annotated[int | None, typer.Option(help="Run seed.")] = None,
     max_steps: Annotated[int | None, typer.Option(help="Step limit per episode.")] = None,
@@ -120,7 +129,8 @@ def eval_cmd(
         given = {
             "--env": env, "--policy": policy, "--spec": spec, "--vecnormalize": vecnormalize,
             "--axes": axes, "--severities": severities, "--splits": splits,
-            "--combined": combined, "--episodes": episodes, "--seed": seed,
+            "--breaking-level": breaking_level,
+            "--combined": combined, "--pairs": pairs, "--episodes": episodes, "--seed": seed,
             "--max-steps": max_steps, "--batch-size": batch_size, "--obs-mode": obs_mode,
             "--camera": camera, "--out": out, "--success-threshold": success_threshold,
             "--num-gpus-per-worker": num_gpus_per_worker,
@@ -146,7 +156,8 @@ def eval_cmd(
         return
     from robogen.configs import load_eval_config
 
-    if spec is None and (env is None or policy is None):
+    policies = list(policy or [])
+    if spec is None and (env is None or not policies):
         _fail(
             "give --env and --policy (or --spec FILE), e.g. "
             "robogen eval --env robogen/PickPlace-v0 --policy expert:pick_place"
@@ -155,12 +166,15 @@ def eval_cmd(
         load_eval_config,
         spec,
         env=env,
-        policy=policy,
+        policy=policies[0] if policies else None,
         vecnormalize=vecnormalize,
         axes=_csv(axes),
-        severities=_floats(severities, "--severities"),
+        severities="sweep" if severities and severities.strip() == "sweep"
+        else _floats(severities, "--severities"),
+        breaking_level=breaking_level,
         splits=_csv(splits),
         combined=combined,
+        pairs=None if pairs is None else ("all" if pairs.strip() == "all" else _csv(pairs)),
         episodes=episodes,
         seed=seed,
         max_steps=max_steps,
@@ -175,6 +189,9 @@ def eval_cmd(
         videos=videos,
         success_threshold=success_threshold,
     )
+    if len(policies) > 1:
+        _eval_several(cfg, policies)
+        return
     try:
         with ProgressBars() as bars:
             bar = bars.stage(f"{cfg.env} / {cfg.policy}")
@@ -184,6 +201,62 @@ def eval_cmd(
         sys.stderr.write(f"\ninterrupted; finish it with: robogen eval --resume {where}\n")
         raise typer.Exit(130) from None
     _print_outcome(outcome)
+
+
+@app.command("compare")
+def compare_cmd(
+    runs: Annotated[list[Path], typer.Argument(
+        help="Two or more run directories made under one protocol (same env, axes, "
+        "severities, seed, episodes, ...).")],
+    out: Annotated[Path, typer.Option(help="Output directory (new or empty).")],
+) -> None:
+    """Compare policies side by side: gaps, paired differences with Holm p-values, rankings."""
+    from robogen.reports.compare import compare_dirs
+
+    files = _guard(compare_dirs, runs, out)
+    _print_comparison(files)
+
+
+def _print_comparison(files: dict[str, Path]) -> None:
+    import json
+
+    from rich.console import Console
+    from rich.table import Table
+
+    c = Console()
+    data = json.loads(Path(files["json"]).read_text())
+    t = Table(title="robustness ranking (most robust first; < separated by the Holm test)")
+    t.add_column("axis")
+    t.add_column("order")
+    for r in data["rankings"]:
+        rel = [" < " if s else " ≈ " for s in r["separated"]]
+        order = r["order"][0] + "".join(f"{x}{o}" for x, o in zip(rel, r["order"][1:],
+                                                                  strict=True))
+        t.add_row(r["axis"], order)
+    c.print(t)
+    for kind in ("md", "html", "json"):
+        c.print(f"  compare.{kind}: {files[kind]}", highlight=False)
+
+
+def _eval_several(cfg: Any, policies: list[str]) -> None:
+    from robogen.rollout.multi import evaluate_policies
+
+    try:
+        with ProgressBars() as bars:
+            outcome = _guard(evaluate_policies, cfg, policies,
+                             progress_for=lambda uri: bars.stage(f"{cfg.env} / {uri}"))
+    except KeyboardInterrupt:
+        sys.stderr.write(
+            "\ninterrupted; finish each unfinished run with robogen eval --resume OUT/RUN, "
+            "then compare them with robogen compare OUT/RUN_A OUT/RUN_B ... --out OUT/compare\n"
+        )
+        raise typer.Exit(130) from None
+    from rich.console import Console
+
+    for o in outcome.runs:
+        Console().print(f"[bold green]done:[/] {o.n_episodes} episodes in {o.run_dir}",
+                        highlight=False)
+    _print_comparison(outcome.files)
 
 
 @app.command("report")

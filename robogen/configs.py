@@ -23,7 +23,14 @@ import tomllib
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+)
 
 from robogen.errors import InvalidSpecError, UnknownNameError
 from robogen.types import SPLITS
@@ -47,11 +54,22 @@ class EvalConfig(BaseModel):
     axes: list[str] | None = Field(
         None, description="Axes to evaluate; default: every registered axis."
     )
-    severities: list[float] = Field([0.5, 1.0], description="Severities in (0, 1].")
+    severities: list[float] | Literal["sweep"] = Field(
+        [0.5, 1.0], description="Severities in (0, 1], or 'sweep': a coarse grid, then "
+        "bisection around each axis's breaking points."
+    )
+    breaking_level: float = Field(
+        0.8, description="Breaking level of a sweep, as a fraction of nominal success (half of "
+        "nominal is always reported too).", gt=0.0, lt=1.0,
+    )
     splits: list[str] = Field(
         [], description="Extra held-out levels per axis: 'train' and/or 'test'."
     )
     combined: bool = Field(True, description="Also run all axes combined at each severity.")
+    pairs: str | list[str] = Field(
+        [], description="Pairs of axes run together, each with its gap and interaction: "
+        "'all' or 'lighting+texture', ... ."
+    )
     episodes: int = Field(50, description="Episodes per condition.", ge=1, le=100_000)
     seed: int = Field(0, description="Run seed; every episode seed derives from it.", ge=0)
     max_steps: int | None = Field(
@@ -88,7 +106,11 @@ class EvalConfig(BaseModel):
 
     @field_validator("severities")
     @classmethod
-    def _severities(cls, v: list[float]) -> list[float]:
+    def _severities(cls, v: list[float] | str) -> list[float] | str:
+        if isinstance(v, str):
+            if v != "sweep":
+                raise ValueError(f"severities must be numbers in (0, 1] or 'sweep', got {v!r}")
+            return v
         if not v:
             raise ValueError("give at least one severity, e.g. [0.5, 1.0]")
         for s in v:
@@ -130,11 +152,61 @@ class EvalConfig(BaseModel):
             raise ValueError(str(UnknownNameError("env id", v, ids)))
         return v
 
+    @field_validator("pairs")
+    @classmethod
+    def _pairs(cls, v: str | list[str], info: ValidationInfo) -> str | list[str]:
+        if "axes" not in info.data:  # the axes are invalid; that error is reported
+            return v
+        from robogen.perturbations import AXES
+
+        parse_pairs(v, info.data["axes"] or list(AXES.names()))
+        return v
+
+    def resolved_pairs(self) -> list[tuple[str, str]]:
+        """Pairs of axes to run together (see :func:`parse_pairs`)."""
+        return parse_pairs(self.pairs, self.resolved_axes())
+
+    @property
+    def is_sweep(self) -> bool:
+        """Whether severities are chosen adaptively (``severities = "sweep"``)."""
+        return self.severities == "sweep"
+
     def resolved_axes(self) -> list[str]:
         """The axes to run: the given ones or every registered axis."""
         from robogen.perturbations import AXES
 
         return list(self.axes) if self.axes is not None else list(AXES.names())
+
+
+def parse_pairs(value: str | list[str], axes: list[str]) -> list[tuple[str, str]]:
+    """Pairs of axes from ``"all"`` (every pair, in axis order) or ``["a+b", ...]`` (as given).
+
+    Raises:
+        ValueError: On a pair that is not two distinct axes of ``axes``, or a repeated pair.
+    """
+    if isinstance(value, str):
+        if value.strip() != "all":
+            raise ValueError(
+                f"pairs must be 'all' or a list like ['lighting+texture'], got {value!r}"
+            )
+        return [(a, b) for i, a in enumerate(axes) for b in axes[i + 1:]]
+    out: list[tuple[str, str]] = []
+    for p in value:
+        names = tuple(x.strip() for x in p.split("+"))
+        if len(names) != 2 or names[0] == names[1] or not all(names):
+            raise ValueError(
+                f"a pair names two different axes joined by '+', e.g. 'lighting+texture', got {p!r}"
+            )
+        missing = [a for a in names if a not in axes]
+        if missing:
+            raise ValueError(
+                f"pair {p!r} names {', '.join(missing)}, which is not among the evaluated axes "
+                f"{axes}; add it to axes or drop the pair"
+            )
+        if set(names) in [set(q) for q in out]:
+            raise ValueError(f"pair {p!r} is given twice")
+        out.append((names[0], names[1]))
+    return out
 
 
 def format_validation_error(e: ValidationError, source: str = "") -> str:

@@ -278,6 +278,8 @@ class EvalManifest:
             experts even in a pixel env); visual axes are flagged "not observed"
             for state policies.
         success_rule: The env's success predicate in words (shown in reports).
+        breaking_levels: Fractions of nominal success whose breaking points a
+            severity sweep locates; empty for a fixed grid of severities.
     """
 
     schema_version: int
@@ -301,6 +303,7 @@ class EvalManifest:
     env_kwargs: dict[str, Any] = field(default_factory=dict)
     policy_obs_mode: str = "state"
     success_rule: str = ""
+    breaking_levels: tuple[float, ...] = ()
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> EvalManifest:
@@ -326,4 +329,5 @@ class EvalManifest:
             env_kwargs=dict(d.get("env_kwargs", {})),
             policy_obs_mode=str(d.get("policy_obs_mode", "state")),
             success_rule=str(d.get("success_rule", "")),
+            breaking_levels=tuple(float(x) for x in d.get("breaking_levels", ())),
         )

@@ -283,13 +283,26 @@ def _short(v: Any) -> str:
     return s if len(s) <= 120 else s[:117] + "..."
 
 
-def protocol_differences(baseline: EvalManifest, candidate: EvalManifest) -> list[str]:
-    """``field: baseline X vs candidate Y`` for each differing :data:`PROTOCOL_FIELDS` entry."""
+def protocol_differences(
+    baseline: EvalManifest,
+    candidate: EvalManifest,
+    *,
+    fields: Sequence[str] = PROTOCOL_FIELDS,
+    names: tuple[str, str] = ("baseline", "candidate"),
+) -> list[str]:
+    """``field: baseline X vs candidate Y`` for each differing protocol field.
+
+    Args:
+        baseline: The first manifest.
+        candidate: The second manifest.
+        fields: Manifest fields compared (default :data:`PROTOCOL_FIELDS`).
+        names: How the two manifests are called in the messages.
+    """
     out = []
-    for name in PROTOCOL_FIELDS:
+    for name in fields:
         a, b = _protocol_view(baseline, name), _protocol_view(candidate, name)
         if a != b:
-            out.append(f"{name}: baseline {_short(a)} vs candidate {_short(b)}")
+            out.append(f"{name}: {names[0]} {_short(a)} vs {names[1]} {_short(b)}")
     return out
 
 
@@ -308,6 +321,8 @@ def check_protocols(baseline: RunData, candidate: RunData) -> None:
 
 def config_fields_from_manifest(manifest: EvalManifest) -> dict[str, Any]:
     """EvalConfig fields that reproduce ``manifest``'s protocol and seeds."""
+    from robogen.rollout.plan import pairs_of
+
     return {
         "env": manifest.env_id,
         "axes": list(manifest.axes),
@@ -324,4 +339,5 @@ def config_fields_from_manifest(manifest: EvalManifest) -> dict[str, Any]:
         "camera": manifest.render.camera or None,
         "success_threshold": manifest.success_threshold,
         "env_kwargs": dict(manifest.env_kwargs),
+        "pairs": pairs_of(manifest.conditions),
     }

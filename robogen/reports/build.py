@@ -34,7 +34,19 @@ from robogen.reports.records import (
     SeverityCurve,
 )
 from robogen.reports.stats import DEFAULT_N_BOOT, interaction, paired_gap, wilson_interval
-from robogen.types import CAUSES, COMBINED, NOMINAL, Condition, EpisodeResult, EvalManifest
+from robogen.reports.sweep import BreakingPoint
+from robogen.types import (
+    CAUSES,
+    COMBINED,
+    INVALID_CAUSES,
+    NOMINAL,
+    Condition,
+    EpisodeResult,
+    EvalManifest,
+)
+
+BREAKING_N_BOOT = 2_000
+"""Bootstrap resamples of a breaking point (each one refits the monotone curve)."""
 
 
 def build_report(
@@ -114,7 +126,35 @@ def build_report(
         bootstrap_seed=seed,
         created=created or datetime.now(UTC).isoformat(timespec="seconds"),
         errors=_errors(results),
+        breaking_points=_breaking_points(manifest, by_cond, nom_success, confidence, seed),
     )
+
+
+def _breaking_points(
+    manifest: EvalManifest,
+    by_cond: Mapping[str, Sequence[EpisodeResult]],
+    nom_success: Mapping[int, bool],
+    confidence: float,
+    seed: int,
+) -> tuple[BreakingPoint, ...]:
+    """Breaking points of a severity sweep, on the episodes every severity of an axis shares."""
+    from robogen.reports.sweep import breaking_point
+
+    out = []
+    for axis in manifest.axes if manifest.breaking_levels else ():
+        singles = {c.levels[0].severity: c.name for c in manifest.conditions
+                   if c.axes == (axis,) and c.split == "all"}
+        maps = {s: {r.episode_index: r.success for r in by_cond[n] if r.cause not in
+                    INVALID_CAUSES} for s, n in singles.items()}
+        idx = sorted(set(nom_success).intersection(*maps.values()))
+        if not idx:
+            continue
+        points = {0.0: np.array([nom_success[i] for i in idx], dtype=bool)}
+        points.update({s: np.array([m[i] for i in idx], dtype=bool) for s, m in maps.items()})
+        for level in manifest.breaking_levels:
+            out.append(breaking_point(axis, points, level, n_boot=BREAKING_N_BOOT,
+                                      confidence=confidence, seed=seed))
+    return tuple(out)
 
 
 def _errors(results: Sequence[EpisodeResult], top: int = 10) -> tuple[tuple[str, str, int], ...]:
@@ -389,6 +429,7 @@ def _interactions(
                 combined_gap=it.combined_gap,
                 single_gaps=it.single_gaps,
                 n=it.n,
+                ci_method=it.ci_method,
             )
         )
     return tuple(out)

@@ -35,6 +35,7 @@ PLOT_FILES = {
     "gaps": "gaps.png",
     "severity": "severity.png",
     "conditions": "conditions.png",
+    "interactions": "interactions.png",
 }
 """Plot key -> file name written by :func:`save_plots`."""
 
@@ -103,7 +104,8 @@ def severity_chart_png(report: Report) -> bytes:
     """Success rate against severity per axis, with Wilson interval bands.
 
     Each curve starts at the nominal condition (severity 0). Axes that were
-    not applied are drawn dashed.
+    not applied are drawn dashed. Breaking points of a sweep are diamonds at
+    (severity, level x nominal success) with their interval as a horizontal bar.
 
     Args:
         report: The report.
@@ -125,6 +127,13 @@ def severity_chart_png(report: Report) -> bytes:
         label = c.axis if c.status == STATUS_OK else f"{c.axis} ({c.status})"
         ax.plot(x, y, style, marker="o", color=color, label=label, linewidth=1.5, markersize=4)
         ax.fill_between(x, c.ci_lows, c.ci_highs, color=color, alpha=0.12, linewidth=0)
+        for bp in report.breaking_points:
+            if bp.axis != c.axis or not bp.reached:
+                continue
+            high = bp.ci_high if math.isfinite(bp.ci_high) else 1.03
+            ax.errorbar(bp.severity, bp.target_rate,
+                        xerr=[[bp.severity - bp.ci_low], [high - bp.severity]], fmt="D",
+                        color=color, markersize=6, capsize=3, markeredgecolor="black")
     ax.set_xlim(-0.03, 1.03)
     ax.set_ylim(-0.02, 1.02)
     ax.set_xlabel("severity (0 = nominal, 1 = widest shift)")
@@ -175,12 +184,18 @@ def condition_chart_png(report: Report) -> bytes:
 
 
 def all_plots_png(report: Report) -> dict[str, bytes]:
-    """Every report figure, keyed like :data:`PLOT_FILES`."""
-    return {
+    """Every report figure, keyed like :data:`PLOT_FILES` (``interactions`` only with pairs)."""
+    from robogen.reports.heatmaps import interaction_heatmap_png
+
+    out = {
         "gaps": gap_chart_png(report),
         "severity": severity_chart_png(report),
         "conditions": condition_chart_png(report),
     }
+    heat = interaction_heatmap_png(report)
+    if heat is not None:
+        out["interactions"] = heat
+    return out
 
 
 def save_plots(report: Report, out_dir: Path) -> dict[str, Path]:

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from robogen.errors import RunDirError
+from robogen.reports.sweep import BreakingPoint
 from robogen.types import EvalManifest
 
 REPORT_SCHEMA_VERSION = 1
@@ -143,6 +144,7 @@ class InteractionStats:
         combined_gap: Gap of the combined condition on the common episodes.
         single_gaps: Gap of each axis alone at the same level, on the same episodes.
         n: Episodes present in nominal, combined and every single condition.
+        ci_method: ``bootstrap`` or ``augmented-wald`` (few non-zero episode terms).
     """
 
     condition: str
@@ -155,6 +157,7 @@ class InteractionStats:
     combined_gap: float
     single_gaps: tuple[float, ...]
     n: int
+    ci_method: str = "bootstrap"
 
     @property
     def sum_single_gaps(self) -> float:
@@ -215,6 +218,8 @@ class Report:
         n_boot: Bootstrap resamples per interval.
         bootstrap_seed: Seed of the bootstrap resampling.
         created: ISO 8601 UTC time the report was built.
+        breaking_points: Per axis and breaking level of a severity sweep
+            (:class:`robogen.reports.sweep.BreakingPoint`); empty for fixed grids.
         errors: Distinct error messages of episodes that raised (``policy_error``,
             ``sim_unstable``) as ``(cause, message, count)``, most frequent first
             (at most 10).
@@ -234,6 +239,7 @@ class Report:
     bootstrap_seed: int
     created: str
     errors: tuple[tuple[str, str, int], ...] = ()
+    breaking_points: tuple[BreakingPoint, ...] = ()
 
     def condition(self, name: str) -> ConditionStats:
         """Stats of the condition called ``name`` (KeyError if absent)."""
@@ -279,6 +285,7 @@ class Report:
             bootstrap_seed=int(d["bootstrap_seed"]),
             created=str(d["created"]),
             errors=tuple((str(c), str(m), int(k)) for c, m, k in d.get("errors", ())),
+            breaking_points=tuple(_breaking_point(x) for x in d.get("breaking_points", ())),
         )
 
 
@@ -301,6 +308,16 @@ class FailurePair:
     nominal_success: bool
 
 
+def _breaking_point(d: Mapping[str, Any]) -> BreakingPoint:
+    """A breaking point from JSON: a ``null`` upper bound is +inf (not reached by severity 1)."""
+    def f(v: Any, none: float = math.nan) -> float:
+        return none if v is None else float(v)
+
+    return BreakingPoint(str(d["axis"]), float(d["level"]), f(d["severity"]), f(d["ci_low"]),
+                         f(d["ci_high"], math.inf), float(d["target_rate"]),
+                         tuple(float(x) for x in d["severities"]))
+
+
 def _jsonable(x: Any) -> Any:
     if isinstance(x, float):
         return x if math.isfinite(x) else None
@@ -317,6 +334,8 @@ def _decode(cls: type, d: Mapping[str, Any]) -> dict[str, Any]:
     """Field values of ``cls`` from a JSON dict: ``null`` floats -> NaN, lists -> tuples."""
     out: dict[str, Any] = {}
     for f in dataclasses.fields(cls):
+        if f.name not in d and f.default is not dataclasses.MISSING:
+            continue  # a field added later with a default (reports written before it)
         v = d[f.name]
         t = str(f.type)
         if t == "float":

@@ -135,6 +135,9 @@ class Interaction:
         single_gaps: Paired gap of each single-axis condition, in input order.
         n: Episodes present in the nominal, combined and every single condition.
         confidence: Two-sided confidence level of the interval.
+        ci_method: ``bootstrap``, or ``augmented-wald`` when fewer than 10
+            episodes have a non-zero interaction term (see
+            :func:`robogen.reports.paired.bounded_mean_interval`).
     """
 
     interaction: float
@@ -144,6 +147,7 @@ class Interaction:
     single_gaps: tuple[float, ...]
     n: int
     confidence: float
+    ci_method: str = "bootstrap"
 
     @property
     def sum_single_gaps(self) -> float:
@@ -245,8 +249,9 @@ def paired_gap(
     The interval is the percentile bootstrap of the mean per-episode difference
     (Efron & Tibshirani 1993, ch. 13), resampling episodes, not outcomes, so the
     pairing is kept. With fewer than :data:`MIN_DISCORDANT_FOR_BOOTSTRAP`
-    discordant pairs the bootstrap is degenerate (every resample has the same
-    few differences), so the Agresti-Min interval is used and ``ci_method``
+    discordant pairs, or when every pair is discordant the same way, the
+    bootstrap is degenerate (every resample has the same few differences, or
+    the same mean), so the Agresti-Min interval is used and ``ci_method``
     says so. The discordant counts ``n10``/``n01`` are the sufficient
     statistics of McNemar's (1947) test of equal rates.
 
@@ -274,7 +279,7 @@ def paired_gap(
         return PairedGap(nan, nan, nan, 0, 0, 0, nan, nan, nan, confidence)
     diff = nom.astype(np.float64) - per.astype(np.float64)
     method = "bootstrap"
-    if n10 + n01 < MIN_DISCORDANT_FOR_BOOTSTRAP:
+    if n10 + n01 < MIN_DISCORDANT_FOR_BOOTSTRAP or max(n10, n01) == n:  # few, or all alike
         method = "agresti-min"
         low, high = agresti_min_interval(n10, n01, n, confidence)
     else:
@@ -316,6 +321,11 @@ def interaction(
     interval resamples whole episodes, so the combined and single gaps of one
     resample use the same episode indices (Efron & Tibshirani 1993, ch. 13).
     This is the additive-model interaction contrast of a factorial design.
+    With fewer than 10 episodes whose interaction term is non-zero the
+    bootstrap is degenerate (zero width when all terms are 0), so the
+    add-pseudo-episode Wald interval of
+    :func:`robogen.reports.paired.bounded_mean_interval` is used instead; it
+    always has positive width.
 
     Args:
         nominal: (n,) bool nominal success per episode.
@@ -347,8 +357,11 @@ def interaction(
     combined_diff = nom - comb
     single_diffs = [nom - s for s in single_arrays]
     per_episode = combined_diff - np.sum(single_diffs, axis=0)
-    low, high = bootstrap_mean_interval(
-        per_episode, n_boot=n_boot, confidence=confidence, seed=seed
+    from robogen.reports.paired import bounded_mean_interval
+
+    # each term is (1 - k) y0 - y_c + sum_j y_j, so |term| <= k for k single axes
+    low, high, method = bounded_mean_interval(
+        per_episode, float(len(singles)), n_boot=n_boot, confidence=confidence, seed=seed
     )
     return Interaction(
         interaction=float(per_episode.mean()),
@@ -358,6 +371,7 @@ def interaction(
         single_gaps=tuple(float(d.mean()) for d in single_diffs),
         n=n,
         confidence=confidence,
+        ci_method=method,
     )
 
 

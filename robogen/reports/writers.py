@@ -30,6 +30,7 @@ from robogen.reports.records import (
     InteractionStats,
     Report,
 )
+from robogen.reports.sweep import BreakingPoint
 from robogen.types import to_dict
 
 REPORT_JSON = "report.json"
@@ -160,6 +161,13 @@ def render_markdown(report: Report, *, videos: Mapping[str, str] | None = None) 
             "|---|---|---|---|---|",
         ]
         out += [_md_interaction_row(i) for i in report.interactions]
+        out.append("")
+    if report.breaking_points:
+        out += [
+            f"| axis | breaking point: success falls to | severity [{ci}] | severities run |",
+            "|---|---|---|---|",
+        ]
+        out += [f"| {' | '.join(r)} |" for r in _breaking_rows(report)]
         out.append("")
     out += [
         f"| condition | success [{ci}] | return (mean ± sd) | length | n | failures |",
@@ -302,6 +310,7 @@ def render_html(
     for key, title in (
         ("gaps", "Generalization gaps"),
         ("severity", "Success against severity"),
+        ("interactions", "Pair interactions (axes x axes)"),
         ("conditions", "Success per condition"),
     ):
         if images and key in images:
@@ -354,6 +363,16 @@ def render_html(
             '<p class="note">interaction = combined gap − sum of single-axis gaps; '
             "&gt; 0: the axes compound, &lt; 0: they overlap or saturate.</p>"
         )
+    if report.breaking_points:
+        parts.append("<h2>Breaking points</h2>")
+        parts.append(_html_table(
+            ["axis", "success falls to", f"severity [{ci}]", "severities run"],
+            _breaking_rows(report)))
+        parts.append(
+            '<p class="note">severity sweep: a coarse grid, then bisection around each crossing; '
+            "the success curve is made non-increasing (isotonic regression) and the crossing "
+            "interpolated; interval: percentile bootstrap over episodes.</p>"
+        )
     parts.append("<h2>Conditions</h2>")
     rows = [
         [
@@ -405,6 +424,22 @@ def render_html(
         f"{report.n_boot} resamples, seed {report.bootstrap_seed}</p></body></html>"
     )
     return "\n".join(parts) + "\n"
+
+
+def breaking_text(bp: BreakingPoint) -> str:
+    """``0.61 [0.55, 0.67]``, ``0.61 [0.55, > 1]`` or ``not reached at severity 1``."""
+    if not bp.reached:
+        return "not reached at severity 1"
+    high = f"{bp.ci_high:.2f}" if math.isfinite(bp.ci_high) else "> 1"
+    return f"{bp.severity:.2f} [{bp.ci_low:.2f}, {high}]"
+
+
+def _breaking_rows(report: Report) -> list[list[str]]:
+    return [
+        [bp.axis, f"{bp.level:g} × nominal ({bp.target_rate:.2f})", breaking_text(bp),
+         str(len(bp.severities) - 1)]
+        for bp in report.breaking_points
+    ]
 
 
 def _html_table(

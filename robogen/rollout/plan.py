@@ -38,8 +38,9 @@ def build_conditions(
     severities: Sequence[float],
     splits: Sequence[str] = (),
     combined: bool = True,
+    pairs: Sequence[tuple[str, str]] = (),
 ) -> tuple[Condition, ...]:
-    """Nominal first, then each axis alone at each severity and split, then all axes combined.
+    """Nominal first, then each axis alone, then all axes combined, then pairs of axes.
 
     Args:
         axes: Axis names, in the order they are reported.
@@ -47,6 +48,9 @@ def build_conditions(
         splits: ``train``/``test`` levels (at severity 1) per axis, in addition.
         combined: Add one condition per severity with every axis at that severity
             (only when there are at least two axes).
+        pairs: Pairs of axes (each in ``axes``) to run together at each severity
+            and split (``lighting+texture@1``), on the same episodes; a pair that
+            repeats the combined condition (two axes in all) is not added twice.
 
     Returns:
         Conditions with unique names.
@@ -65,7 +69,25 @@ def build_conditions(
             conds.append(Condition(f"{COMBINED}@{s:g}", tuple(AxisLevel(a, s) for a in axes)))
         for sp in splits:
             conds.append(Condition(f"{COMBINED}@{sp}", tuple(AxisLevel(a, 1.0, sp) for a in axes)))
+    if combined and len(axes) == 2:
+        pairs = [p for p in pairs if set(p) != set(axes)]
+    for a, b in pairs:
+        for s in sevs:
+            conds.append(Condition(f"{a}+{b}@{s:g}", (AxisLevel(a, s), AxisLevel(b, s))))
+        for sp in splits:
+            conds.append(Condition(f"{a}+{b}@{sp}", (AxisLevel(a, 1.0, sp), AxisLevel(b, 1.0, sp))))
     return tuple(conds)
+
+
+def pairs_of(conditions: Sequence[Condition]) -> list[str]:
+    """The ``a+b`` pairs of axes that ``conditions`` run (from :func:`build_conditions`)."""
+    out: list[str] = []
+    for c in conditions:
+        if len(c.levels) == 2 and not c.name.startswith(COMBINED):
+            name = "+".join(c.axes)
+            if name not in out:
+                out.append(name)
+    return out
 
 
 def make_units(

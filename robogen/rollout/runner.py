@@ -62,6 +62,8 @@ def spec_hash(manifest: EvalManifest) -> str:
     d = to_dict(manifest)
     for k in ("versions", "spec_hash", "render"):
         d.pop(k, None)
+    if not d.get("breaking_levels"):  # fixed grids hash as before sweeps existed
+        d.pop("breaking_levels", None)
     d["render"] = {k: v for k, v in to_dict(manifest.render).items() if k != "mujoco_gl"}
     return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()
 
@@ -103,6 +105,9 @@ def build_manifest(cfg: EvalConfig, env: Any, policy: Any) -> EvalManifest:
     if not isinstance(rule, str):
         described = getattr(getattr(scene, "rule", None), "describe", None)
         rule = described() if callable(described) else ""
+    from robogen.reports.sweep import HALF, SWEEP_GRID
+
+    sevs = list(SWEEP_GRID) if cfg.is_sweep else list(cfg.severities)
     m = EvalManifest(
         schema_version=MANIFEST_SCHEMA_VERSION,
         env_id=cfg.env,
@@ -110,7 +115,7 @@ def build_manifest(cfg: EvalConfig, env: Any, policy: Any) -> EvalManifest:
         vecnormalize=str(Path(cfg.vecnormalize).resolve()) if cfg.vecnormalize else None,
         obs_mode=cfg.obs_mode,
         axes=tuple(axes),
-        severities=tuple(cfg.severities),
+        severities=tuple(sevs),
         splits=tuple(cfg.splits),
         combined=cfg.combined and len(axes) >= 2,
         n_episodes=cfg.episodes,
@@ -118,12 +123,13 @@ def build_manifest(cfg: EvalConfig, env: Any, policy: Any) -> EvalManifest:
         max_steps=max_steps,
         batch_size=min(cfg.batch_size, cfg.episodes),
         success_threshold=cfg.success_threshold,
-        conditions=build_conditions(axes, cfg.severities, cfg.splits, cfg.combined),
+        conditions=build_conditions(axes, sevs, cfg.splits, cfg.combined, cfg.resolved_pairs()),
         render=render,
         versions=_versions(),
         env_kwargs=dict(cfg.env_kwargs),
         policy_obs_mode=policy_obs,
         success_rule=rule,
+        breaking_levels=tuple(sorted({HALF, cfg.breaking_level})) if cfg.is_sweep else (),
     )
     return replace(m, spec_hash=spec_hash(m))
 
@@ -290,6 +296,59 @@ def _run(
         )
 
 
+def _sweep(
+    store: ResultStore,
+    backend: str,
+    workers: int | None,
+    address: str | None,
+    num_gpus: float,
+    progress: ProgressFn | None,
+) -> None:
+    """Severity sweep rounds: add the bisection severities of every axis, run them, repeat.
+
+    New conditions are appended to the manifest (rewritten atomically before
+    they run), so unit ids of earlier rounds never change and a killed sweep
+    resumes: the stored manifest's missing units run first, then the rounds
+    continue from the stored episodes (the choice is a function of them only).
+    """
+    from robogen.reports.sweep import next_severities
+    from robogen.types import INVALID_CAUSES, AxisLevel, Condition
+
+    m = store.manifest
+    if not m.breaking_levels:
+        return
+    while True:
+        by_cond: dict[str, dict[int, bool]] = {}
+        for r in store.load_results():
+            if r.cause not in INVALID_CAUSES:
+                by_cond.setdefault(r.condition, {})[r.episode_index] = r.success
+        nominal = by_cond.get("nominal", {})
+        added: list[Condition] = []
+        for axis in m.axes:
+            singles = {c.levels[0].severity: c.name for c in m.conditions
+                       if len(c.levels) == 1 and c.axes == (axis,) and c.split == "all"}
+            idx = sorted(set(nominal).intersection(*(by_cond.get(n, {}) for n in singles.values())))
+            if not idx:
+                continue
+            points = {0.0: np.array([nominal[i] for i in idx], dtype=bool)}
+            for sev, name in singles.items():
+                points[sev] = np.array([by_cond[name][i] for i in idx], dtype=bool)
+            for sev in next_severities(points, m.breaking_levels):
+                lv = AxisLevel(axis, sev)
+                added.append(Condition(lv.label, (lv,)))
+        if not added:
+            return
+        sevs = tuple(sorted({*m.severities, *(c.severity for c in added)}))
+        m = replace(m, conditions=(*m.conditions, *added), severities=sevs)
+        m = replace(m, spec_hash=spec_hash(m))
+        from robogen._atomic import write_atomic
+        from robogen.rollout.store import MANIFEST
+
+        write_atomic(store.run_dir / MANIFEST, json.dumps(to_dict(m), indent=2))
+        store.manifest = m
+        _run(store, backend, workers, address, num_gpus, progress)
+
+
 def evaluate(
     cfg: EvalConfig,
     *,
@@ -320,6 +379,7 @@ def evaluate(
     store = ResultStore.create(out, manifest)
     (store.run_dir / "eval_config.json").write_text(cfg.model_dump_json(indent=2))
     _run(store, cfg.backend, cfg.workers, cfg.address, cfg.num_gpus_per_worker, progress)
+    _sweep(store, cfg.backend, cfg.workers, cfg.address, cfg.num_gpus_per_worker, progress)
     return finish_report(store, videos=cfg.videos)
 
 
@@ -354,6 +414,7 @@ def resume(
         n_videos = saved.get("videos", 2) if videos is None else videos
         num_gpus = float(saved.get("num_gpus_per_worker", 0.0))
     _run(store, backend, workers, address, num_gpus, progress)
+    _sweep(store, backend, workers, address, num_gpus, progress)
     return finish_report(store, videos=2 if n_videos is None else n_videos)
 
 

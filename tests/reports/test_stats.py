@@ -133,13 +133,16 @@ def test_interaction_additive_and_compounding() -> None:
     it = interaction(nominal, [a, b], additive, n_boot=1000)
     assert it.single_gaps == (0.25, 0.125)
     assert it.combined_gap == 0.375 and it.interaction == 0.0
-    assert it.ci_low == 0.0 and it.ci_high == 0.0  # every episode contributes exactly 0
+    # every episode contributes exactly 0: the bootstrap would be [0, 0]; the add-pseudo-episode
+    # Wald interval keeps width: 1.96 * sqrt(4 / 42) / sqrt(42) = 1.96 * 2 / 42 on each side
+    assert it.ci_method == "augmented-wald"
+    assert it.ci_low == pytest.approx(-1.959964 * 2 / 42) and it.ci_high == -it.ci_low
     compounding = additive.copy()
     compounding[20:30] = False  # fails 10 more episodes only when A and B act together
     it = interaction(nominal, [a, b], compounding, n_boot=2000, seed=4)
     assert it.interaction == pytest.approx(0.25)
     assert it.sum_single_gaps == pytest.approx(0.375)
-    assert 0.0 < it.ci_low < 0.25 < it.ci_high
+    assert 0.0 < it.ci_low < 0.25 < it.ci_high and it.ci_method == "bootstrap"
     assert it == interaction(nominal, [a, b], compounding, n_boot=2000, seed=4)
     with pytest.raises(InvalidSpecError):
         interaction(nominal, [], compounding)

@@ -1,0 +1,175 @@
+"""Write a :class:`~robogen.reports.compare.Comparison` as compare.json, .md and .html.
+
+Like the eval report: strict JSON, markdown that fits a pull-request comment,
+and one self-contained HTML page (heatmap embedded as base64 PNG). Every file
+is written atomically.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import json
+import math
+from pathlib import Path
+
+from robogen.reports.compare import Comparison, PolicyDifference, Ranking
+from robogen.reports.writers import _CSS, _gap_ci, _html_table, _level, atomic_write_bytes
+
+COMPARE_JSON = "compare.json"
+COMPARE_MD = "compare.md"
+COMPARE_HTML = "compare.html"
+HEATMAP_PNG = "compare_gaps.png"
+
+METHODS = (
+    "gap = nominal − perturbed success on the same episodes; Δgap = gap(A) − gap(B) on the "
+    "episodes valid in both runs (> 0: B loses less, B is more robust); interval: paired "
+    "bootstrap over episodes (add-pseudo-episode Wald when fewer than 10 episodes differ); "
+    "p: two-sided sign-flip (paired randomization) test; Δsuccess = perturbed success A − B "
+    "with the exact McNemar test; both families Holm-adjusted over every pair and condition."
+)
+
+
+def write_comparison(comparison: Comparison, out_dir: Path) -> dict[str, Path]:
+    """Write compare.json, compare.md, compare.html and the heatmap PNG into ``out_dir``.
+
+    Returns:
+        Keys ``json``, ``md``, ``html``, ``heatmap`` -> written path.
+    """
+    from robogen.reports.heatmaps import gap_heatmap_png
+
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    png = gap_heatmap_png(comparison)
+    text = json.dumps(comparison.to_dict(), indent=2, allow_nan=False) + "\n"
+    return {
+        "heatmap": atomic_write_bytes(out_dir / HEATMAP_PNG, png),
+        "json": atomic_write_bytes(out_dir / COMPARE_JSON, text.encode()),
+        "md": atomic_write_bytes(out_dir / COMPARE_MD,
+                                 render_compare_markdown(comparison).encode()),
+        "html": atomic_write_bytes(out_dir / COMPARE_HTML,
+                                   render_compare_html(comparison, png).encode()),
+    }
+
+
+def _p(x: float) -> str:
+    if not math.isfinite(x):
+        return "n/a"
+    return f"{x:.3f}" if x >= 0.001 else "<0.001"
+
+
+def _runs_rows(c: Comparison) -> list[list[str]]:
+    return [[r.label, r.policy, r.policy_obs_mode,
+             f"{r.nominal_rate:.2f} [{r.nominal_ci_low:.2f}, {r.nominal_ci_high:.2f}]"]
+            for r in c.runs]
+
+
+def _gap_rows(c: Comparison) -> list[list[str]]:
+    by = [{g.condition: g for g in r.gaps} for r in c.runs]
+    rows = []
+    for name in c.conditions:
+        g0 = by[0][name]
+        cells = []
+        for b in by:
+            g = b.get(name)
+            cells.append("n/a" if g is None else (_gap_ci(g.gap, g.ci_low, g.ci_high)
+                                                  if math.isfinite(g.gap) else g.status))
+        rows.append([g0.axis, _level(g0.severity, g0.split), *cells])
+    return rows
+
+
+def _diff_rows(c: Comparison) -> list[list[str]]:
+    rows = []
+    for d in c.differences:
+        rows.append([
+            d.axis, _level(d.severity, d.split), f"{d.run_a} − {d.run_b}",
+            _gap_ci(d.difference, d.ci_low, d.ci_high) if not d.note else d.note,
+            _p(d.p_value), _p(d.p_holm),
+            _gap_ci(d.success_difference, d.success_ci_low, d.success_ci_high)
+            if not d.note else "n/a",
+            _p(d.mcnemar_p_holm), str(d.n),
+        ])
+    return rows
+
+
+def _ranking_line(r: Ranking) -> str:
+    parts = [f"{r.order[0]} ({r.gaps[0]:+.2f})" if math.isfinite(r.gaps[0]) else r.order[0]]
+    for k in range(1, len(r.order)):
+        rel = " < " if r.separated[k - 1] else " ≈ "
+        g = r.gaps[k]
+        parts.append(rel + (f"{r.order[k]} ({g:+.2f})" if math.isfinite(g) else r.order[k]))
+    return "".join(parts)
+
+
+def _rank_title(r: Ranking) -> str:
+    return "overall (mean gap)" if r.axis == "overall" else f"{r.axis} ({r.condition})"
+
+
+_RANK_NOTE = ("most robust (smallest gap) first; `<`: the Holm-adjusted sign-flip test separates "
+              "the neighbours, `≈`: it does not; overall: mean gap over the axes at their highest "
+              "severity (not tested)")
+_DIFF_HEAD = ["axis", "level", "A − B", "Δgap [{ci}]", "p", "p (Holm)", "Δsuccess [{ci}]",
+              "McNemar p (Holm)", "n"]
+
+
+def render_compare_markdown(c: Comparison) -> str:
+    """The comparison as compact GitHub markdown."""
+    m = c.manifest
+    ci = f"{c.confidence * 100:g}% CI"
+    out = [f"### robogen compare: `{m.env_id}` · {len(c.runs)} policies", "",
+           f"n = {m.n_episodes} episodes/condition · seed {m.seed} · max {m.max_steps} steps "
+           "· same episodes and perturbation values for every policy (paired)", "",
+           f"| run | policy | observes | nominal success [{ci}] |", "|---|---|---|---|"]
+    out += ["| " + " | ".join(r) + " |" for r in _runs_rows(c)]
+    out += ["", f"**Gaps** [{ci}]", "",
+            "| axis | level | " + " | ".join(r.label for r in c.runs) + " |",
+            "|---|---|" + "---|" * len(c.runs)]
+    out += ["| " + " | ".join(r) + " |" for r in _gap_rows(c)]
+    out += ["", "**Paired differences between policies**", "",
+            "| " + " | ".join(h.format(ci=ci) for h in _DIFF_HEAD) + " |",
+            "|" + "---|" * len(_DIFF_HEAD)]
+    out += ["| " + " | ".join(r) + " |" for r in _diff_rows(c)]
+    if c.rankings:
+        out += ["", f"**Ranking** ({_RANK_NOTE})", ""]
+        out += [f"- {_rank_title(r)}: {_ranking_line(r)}" for r in c.rankings]
+    out += ["", f"<sub>{METHODS}</sub>", ""]
+    return "\n".join(out)
+
+
+def render_compare_html(c: Comparison, heatmap_png: bytes | None = None) -> str:
+    """The comparison as one self-contained HTML page (the heatmap embedded)."""
+    e = html.escape
+    m = c.manifest
+    ci = f"{c.confidence * 100:g}% CI"
+    parts = [
+        "<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
+        f"<title>robogen compare: {e(m.env_id)}</title>"
+        f"<style>{_CSS}tr.sig td{{font-weight:600}}</style></head><body>",
+        f"<h1>robogen compare: {e(m.env_id)}</h1>",
+        f'<p class="meta">{len(c.runs)} policies · n = {m.n_episodes} episodes/condition · seed '
+        f"{m.seed} · max {m.max_steps} steps · spec <code>{e(m.spec_hash[:12])}</code> · built "
+        f"{e(c.created)}</p>",
+        "<h2>Policies</h2>",
+        _html_table(["run", "policy", "observes", f"nominal success [{ci}]"], _runs_rows(c)),
+    ]
+    if heatmap_png:
+        b64 = base64.b64encode(heatmap_png).decode("ascii")
+        parts.append(f'<img alt="gap heatmap" src="data:image/png;base64,{b64}">')
+    parts += ["<h2>Gaps</h2>",
+              _html_table(["axis", "level", *(r.label for r in c.runs)], _gap_rows(c))]
+    if c.rankings:
+        parts.append(f"<h2>Ranking</h2><p class=\"note\">{e(_RANK_NOTE)}</p><ul>")
+        parts += [f"<li><b>{e(_rank_title(r))}</b>: {e(_ranking_line(r))}</li>"
+                  for r in c.rankings]
+        parts.append("</ul>")
+    classes = ["sig" if _significant(d, c.confidence) else "" for d in c.differences]
+    parts += ["<h2>Paired differences between policies</h2>",
+              _html_table([h.format(ci=ci) for h in _DIFF_HEAD], _diff_rows(c), classes),
+              f'<p class="note">{e(METHODS)} Rows in bold: Holm-adjusted p &lt; '
+              f"{1 - c.confidence:g}.</p>",
+              "</body></html>"]
+    return "\n".join(parts) + "\n"
+
+
+def _significant(d: PolicyDifference, confidence: float) -> bool:
+    return math.isfinite(d.p_holm) and d.p_holm < 1 - confidence

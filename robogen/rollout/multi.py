@@ -1,0 +1,107 @@
+"""Evaluate several policies under one manifest, then compare them.
+
+``robogen eval --policy A --policy B ...`` runs :func:`evaluate_policies`: one
+run directory per policy under ``--out`` (same env, axes, severities, seeds,
+episodes: every policy meets the same episodes and perturbation values), then
+``compare.{json,md,html}`` in ``--out`` itself (see :mod:`robogen.reports.compare`).
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from robogen.configs import EvalConfig
+from robogen.errors import InvalidSpecError, RunDirError
+from robogen.rollout.runner import EvalOutcome, ProgressFn, evaluate, prepare
+
+
+@dataclass(frozen=True, slots=True)
+class MultiOutcome:
+    """What a several-policy evaluation produced.
+
+    Attributes:
+        out: The parent directory (holds the comparison).
+        runs: One outcome per policy, in the order given.
+        files: Comparison files by kind (``json``, ``md``, ``html``, ``heatmap``).
+    """
+
+    out: Path
+    runs: tuple[EvalOutcome, ...]
+    files: dict[str, Path]
+
+
+def run_dir_names(policies: Sequence[str]) -> list[str]:
+    """One directory name per policy URI, made unique.
+
+    ``expert:reach`` -> ``expert-reach``, ``sb3:ckpts/ppo.zip`` -> ``ppo``,
+    ``python:pol.py:make`` -> ``make``, ``random`` -> ``random``.
+    """
+    out: list[str] = []
+    for uri in policies:
+        scheme, _, rest = uri.partition(":")
+        tail = re.split(r"[/:]", rest.rstrip("/") or scheme)[-1]
+        tail = re.sub(r"\.(zip|pt|pth|ckpt|msgpack|py)$", "", tail)
+        if scheme == "expert":
+            tail = f"expert-{tail}"
+        base = re.sub(r"[^A-Za-z0-9_]+", "-", tail).strip("-") or "policy"
+        name, k = base, 2
+        while name in out:
+            name, k = f"{base}-{k}", k + 1
+        out.append(name)
+    return out
+
+
+def evaluate_policies(
+    cfg: EvalConfig,
+    policies: Sequence[str],
+    *,
+    progress_for: Callable[[str], ProgressFn | None] | None = None,
+) -> MultiOutcome:
+    """Evaluate each policy with ``cfg``'s protocol, then write the comparison.
+
+    Every policy is loaded and probed on the env before the first episode runs,
+    so a bad URI of the last policy is an input error, not a failure after
+    the first evaluations.
+
+    Args:
+        cfg: The evaluation; its ``policy`` is replaced by each of ``policies``
+            and its ``out`` (default ``runs/<env>-compare-<time>``) becomes the parent.
+        policies: Two or more policy URIs.
+        progress_for: Called with a policy URI, returns that run's progress callback.
+
+    Raises:
+        InvalidSpecError: Fewer than two policies, or ``vecnormalize`` with several policies.
+        RunDirError: ``out`` is a file or not empty.
+        UnknownNameError, SpaceMismatchError, CheckpointError: A policy that cannot run.
+    """
+    from robogen.reports.compare import TOO_FEW_RUNS, compare_dirs
+
+    if len(policies) < 2:
+        raise InvalidSpecError(TOO_FEW_RUNS.format(n=len(policies)))
+    if cfg.vecnormalize:
+        raise InvalidSpecError(
+            "--vecnormalize names one policy's statistics, but several --policy were given; "
+            "evaluate that policy alone and compare the run dirs with robogen compare"
+        )
+    slug = re.sub(r"[^A-Za-z0-9]+", "-", cfg.env).strip("-")
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    out = Path(cfg.out) if cfg.out else Path("runs") / f"{slug}-compare-{stamp}"
+    if out.exists() and not out.is_dir():
+        raise RunDirError(f"--out {str(out)!r} is a file; give a new or empty directory")
+    if out.exists() and any(out.iterdir()):
+        raise RunDirError(f"--out {str(out)!r} is not empty; give a new or empty directory")
+    cfgs = [
+        cfg.model_copy(update={"policy": uri, "out": out / name})
+        for uri, name in zip(policies, run_dir_names(policies), strict=True)
+    ]
+    for c in cfgs:  # every setup error before the first episode
+        prepare(c)
+    outcomes = tuple(
+        evaluate(c, progress=progress_for(c.policy) if progress_for else None) for c in cfgs
+    )
+    files = compare_dirs([o.run_dir for o in outcomes], out, fresh_out=False)
+    return MultiOutcome(out, outcomes, files)

@@ -1,0 +1,149 @@
+"""robogen compare and eval --policy A --policy B on real Reach runs (serial backend)."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from robogen.cli import app
+from robogen.configs import load_eval_config
+from robogen.reports.compare import compare_runs, load_run
+from robogen.rollout.runner import evaluate
+from robogen.rollout.store import ResultStore
+
+FIXTURES = Path(__file__).resolve().parents[1] / "check" / "degraded_policies.py"
+DEGRADED = f"python:{FIXTURES}:nominal_kinematics_reach"
+EPISODES = 10
+cli = CliRunner()
+
+
+def _run(out: Path, policy: str, *, env: str = "robogen/Reach-v0", seed: int = 0,
+         episodes: int = EPISODES) -> Path:
+    cfg = load_eval_config(None, env=env, policy=policy, axes=["embodiment", "physics"],
+                           severities=[1.0], combined=False, episodes=episodes, seed=seed,
+                           backend="serial", videos=0, out=out)
+    return evaluate(cfg).run_dir
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory) -> dict[str, Path]:
+    root = tmp_path_factory.mktemp("runs")
+    return {
+        "expert": _run(root / "expert", "expert:reach"),
+        "expert_again": _run(root / "expert_again", "expert:reach"),
+        "degraded": _run(root / "degraded", DEGRADED),
+        "seed1": _run(root / "seed1", "expert:reach", seed=1),
+        "n6": _run(root / "n6", "expert:reach", episodes=6),
+    }
+
+
+def test_same_policy_twice_gives_exactly_zero_differences(runs) -> None:
+    c = compare_runs([load_run(runs["expert"]), load_run(runs["expert_again"])], n_boot=500)
+    assert len(c.differences) == 2  # embodiment@1, physics@1
+    for d in c.differences:
+        assert d.difference == 0.0 and d.success_difference == 0.0 and d.n == EPISODES
+        assert d.ci_low < 0.0 < d.ci_high  # contains 0 and has width
+        assert d.success_ci_low < 0.0 < d.success_ci_high
+        assert d.p_value == 1.0 and d.p_holm == 1.0 and d.mcnemar_p == 1.0
+
+
+def _table(run_dir: Path) -> dict[str, dict[int, bool]]:
+    df = ResultStore.open(run_dir).load_frame()
+    return {c: dict(zip(g.episode_index, g.success, strict=True))
+            for c, g in df.groupby("condition")}
+
+
+def test_two_policies_match_a_hand_computation_from_the_episode_tables(runs) -> None:
+    c = compare_runs([load_run(runs["expert"]), load_run(runs["degraded"])], n_boot=500)
+    a, b = _table(runs["expert"]), _table(runs["degraded"])
+    for cond in ("embodiment@1", "physics@1"):
+        idx = sorted(a["nominal"])
+        d = [(a["nominal"][i] - a[cond][i]) - (b["nominal"][i] - b[cond][i]) for i in idx]
+        n10 = sum(a[cond][i] and not b[cond][i] for i in idx)
+        n01 = sum(b[cond][i] and not a[cond][i] for i in idx)
+        got = c.difference(cond, "expert", "degraded")
+        assert got.n == len(idx) == EPISODES
+        assert got.difference == pytest.approx(np.mean(d))
+        assert got.success_difference == pytest.approx((n10 - n01) / EPISODES)
+        k, m = min(n10, n01), n10 + n01  # exact McNemar: two-sided binomial at 1/2
+        want = 1.0 if m == 0 else min(1.0, 2 * sum(math.comb(m, j) for j in range(k + 1)) / 2**m)
+        assert got.mcnemar_p == pytest.approx(want)
+    # the degraded policy misses every target once the arm changes, the expert none
+    emb = c.difference("embodiment@1", "expert", "degraded")
+    assert emb.gap_a == 0.0 and emb.gap_b == 1.0 and emb.ci_high < 0.0
+    assert emb.p_holm < 0.05
+    rank = {r.axis: r for r in c.rankings}
+    assert rank["embodiment"].order == ("expert", "degraded") and rank["embodiment"].separated[0]
+
+
+def test_compare_cli_writes_json_md_html(runs, tmp_path) -> None:
+    out = tmp_path / "cmp"
+    res = cli.invoke(app, ["compare", str(runs["expert"]), str(runs["degraded"]), "--out",
+                           str(out)])
+    assert res.exit_code == 0, res.output
+    assert {p.name for p in out.iterdir()} == {"compare.json", "compare.md", "compare.html",
+                                               "compare_gaps.png"}
+    data = json.loads((out / "compare.json").read_text())
+    assert [r["label"] for r in data["runs"]] == ["expert", "degraded"]
+    assert "Paired differences between policies" in (out / "compare.md").read_text()
+    assert "data:image/png;base64," in (out / "compare.html").read_text()
+
+
+@pytest.mark.parametrize(
+    ("names", "needle"),
+    [
+        (["expert"], "at least two run directories, got 1"),
+        (["expert", "seed1"], "seed: expert 0 vs seed1 1"),
+        (["expert", "n6"], "n_episodes: expert 10 vs n6 6"),
+        (["expert", "not_a_run"], "is not a robogen run directory"),
+        (["expert", "missing"], "does not exist"),
+    ],
+    ids=["one-run", "other-seed", "other-n", "non-run-dir", "missing-dir"],
+)
+def test_bad_input_is_exit_2_and_writes_nothing(runs, tmp_path, names, needle) -> None:
+    (tmp_path / "not_a_run").mkdir()
+    (tmp_path / "not_a_run" / "notes.txt").write_text("hello")
+    paths = [str(runs.get(n, tmp_path / n)) for n in names]
+    out = tmp_path / "cmp"
+    res = cli.invoke(app, ["compare", *paths, "--out", str(out)])
+    assert res.exit_code == 2, res.output
+    assert needle in " ".join(res.output.split())
+    assert not out.exists()
+
+
+def test_runs_of_different_envs_are_refused(runs, tmp_path) -> None:
+    other = _run(tmp_path / "push", "random", env="robogen/Push-v0", episodes=EPISODES)
+    res = cli.invoke(app, ["compare", str(runs["expert"]), str(other), "--out",
+                           str(tmp_path / "cmp")])
+    assert res.exit_code == 2
+    assert 'env_id: expert "robogen/Reach-v0" vs push "robogen/Push-v0"' in " ".join(
+        res.output.split())
+    assert not (tmp_path / "cmp").exists()
+
+
+def test_eval_with_several_policies_writes_one_run_each_and_the_comparison(tmp_path) -> None:
+    out = tmp_path / "multi"
+    args = ["eval", "--env", "robogen/Reach-v0", "--policy", "expert:reach", "--policy",
+            DEGRADED, "--axes", "embodiment", "--severities", "1", "--episodes", "4",
+            "--backend", "serial", "--videos", "0", "--out", str(out)]
+    res = cli.invoke(app, args)
+    assert res.exit_code == 0, res.output
+    assert {p.name for p in out.iterdir()} >= {"expert-reach", "nominal_kinematics_reach",
+                                               "compare.json"}
+    a = ResultStore.open(out / "expert-reach").manifest
+    b = ResultStore.open(out / "nominal_kinematics_reach").manifest
+    assert a.conditions == b.conditions and a.seed == b.seed and a.policy != b.policy
+
+
+def test_eval_with_a_bad_second_policy_runs_nothing(tmp_path) -> None:
+    out = tmp_path / "multi"
+    res = cli.invoke(app, ["eval", "--env", "robogen/Reach-v0", "--policy", "expert:reach",
+                           "--policy", "nosuch:thing", "--episodes", "2", "--backend", "serial",
+                           "--out", str(out)])
+    assert res.exit_code == 2 and "nosuch" in res.output
+    assert not out.exists()
