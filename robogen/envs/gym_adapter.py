@@ -673,3 +673,13 @@ def make_adapted(
     env = gym.make(gym_id, max_episode_steps=limit, **kwargs)
     return GymMujocoAdapter(env, obs_mode=obs_mode, render=render,
                             success_threshold=success_threshold)
+
+
+def family_ids() -> tuple[str, ...]:
+    """Names of the ``gymnasium`` env family (:mod:`robogen.envs.families`): :data:`SUPPORTED`."""
+    return SUPPORTED
+
+
+def family_make(name: str, **kwargs: Any) -> GymMujocoAdapter:
+    """Create ``gymnasium/<name>`` (see :func:`make_adapted`)."""
+    return make_adapted(name, **kwargs)
