@@ -153,3 +153,17 @@ register_env_family(EnvFamily(
     prefix="gymnasium", description="Gymnasium's MuJoCo v5 envs, adapted",
     module="robogen.envs.gym_adapter", success="distance or return rule at the last step",
 ))
+
+register_env_family(EnvFamily(
+    prefix="gymnasium-robotics",
+    description="Fetch arm tasks of gymnasium-robotics 1.4.2 (Reach, Push, PickAndPlace, Slide)",
+    module="robogen.envs.fetch_env", requires="gymnasium_robotics",
+    install='make setup-fetch (or: pip install "robogen[fetch]")',
+    success='info["is_success"] at the last step',
+))
+register_env_family(EnvFamily(
+    prefix="metaworld", description="Meta-World v3 Sawyer tasks (metaworld 3.1.1)",
+    module="robogen.envs.metaworld_env", requires="metaworld",
+    install="make setup-metaworld (or: pip install --no-deps metaworld==3.1.1 packaging)",
+    success='info["success"] at any step, horizon max_path_length (500)',
+))
