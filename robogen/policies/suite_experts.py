@@ -117,7 +117,7 @@ class FetchExpert(_SuiteExpert):
             phase = mem.setdefault("phase", 0)
             if phase == 0:  # above the object, open
                 target, a[3] = obj + [0.0, 0.0, 0.05], 1.0
-                if np.linalg.norm((target - grip)) < 0.01:
+                if np.linalg.norm(target - grip) < 0.01:
                     mem["phase"] = 1
             elif phase == 1:  # down to the object, open
                 target, a[3] = obj, 1.0
