@@ -277,6 +277,7 @@ class MetaWorldAdapter(GymMujocoAdapter):
         """A fresh nominal MjSpec: Meta-World's XML with names filled in."""
         spec = mujoco.MjSpec.from_file(self.env.unwrapped.fullpath)  # type: ignore[attr-defined]
         _name_elements(spec)
+        _set_weld_rows(spec, WELD_ROW)
         return spec
 
     def suite_observation(self) -> np.ndarray:
@@ -397,7 +398,7 @@ def make_metaworld(task: str, *, obs_mode: str = "state", max_steps: int | None 
         inner.seeded_rand_vec = True
     limit = max_steps or MAX_PATH_LENGTH
     inner.spec = EnvSpec(id=f"metaworld/{task}", entry_point=f"{__name__}:make_metaworld",
-                         max_episode_steps=limit)
+                         max_episode_steps=limit, kwargs={"task": task, "max_steps": limit})
     env = gym.wrappers.TimeLimit(inner, limit)
     return MetaWorldAdapter(env, obs_mode=obs_mode, render=render,
                             success_threshold=success_threshold)
@@ -411,3 +412,13 @@ def family_ids() -> tuple[str, ...]:
 def family_make(name: str, **kwargs: Any) -> MetaWorldAdapter:
     """Create ``metaworld/<name>`` (see :func:`make_metaworld`)."""
     return make_metaworld(name, **kwargs)
+
+
+def _set_weld_rows(spec: mujoco.MjSpec, row: tuple[float, ...]) -> None:
+    """Write the suite's weld row into the spec, so that a compile or ``mj_setConst`` (run by
+    the wrapper after inertial edits) keeps the weld the suite's setup wrote at run time."""
+    for eq in spec.equalities:
+        if int(eq.type) == int(mujoco.mjtEq.mjEQ_WELD):
+            data = np.array(eq.data, dtype=float)
+            data[:len(row)] = row
+            eq.data = data
