@@ -181,7 +181,7 @@ def test_metaworld_cli_eval_pick_place_expert(tmp_path) -> None:
          "--severities", "1", "--episodes", "10", "--seed", "0", "--backend", "serial",
          "--out", str(out)], check=True, cwd=tmp_path)
     report = json.loads((out / "report.json").read_text())
-    nominal = next(c for c in report["conditions"] if not c["levels"])
+    nominal = next(c for c in report["conditions"] if c["condition"] == "nominal")
     assert nominal["successes"] == 10
 
 
