@@ -40,7 +40,7 @@ Success: ``info["is_success"]`` (goal distance < 0.05 m) at the last step of
 the episode (50 steps by default), as the suite defines it; ``info["success"]``
 is False on earlier steps.
 
-Scene roles: floor ``floor0``, table ``table0_geom``, the object ``object0``
+Scene roles: floor ``floor0``, the table's box (``table0_geom``; Slide: ``table0``), the object ``object0``
 (not in Reach), the Fetch arm from ``robot0:shoulder_pan_link`` (bodies, arm
 joints, the two finger actuators; motion is by mocap, so gain edits act on the
 fingers), ``light0``, the added fixed camera ``robogen_cam`` aimed at the table,
@@ -268,7 +268,7 @@ class FetchAdapter(GymMujocoAdapter):
             pose = (PoseDof("object0:joint", 0, 0.08, 1.05, 1.55),
                     PoseDof("object0:joint", 1, 0.08, 0.45, 1.05), *pose)
         return SceneRoles(
-            floor_geoms=("floor0",), table_geoms=("table0_geom",), object_geoms=obj_geoms,
+            floor_geoms=("floor0",), table_geoms=(_table_geom(model),), object_geoms=obj_geoms,
             object_bodies=objects, robot_bodies=robot, robot_joints=joints,
             robot_actuators=tuple(model.actuator(a).name for a in range(model.nu)),
             cameras=(ADDED_CAMERA,),
@@ -342,10 +342,17 @@ def _descends(model: mujoco.MjModel, body: int, root: int) -> bool:
     return False
 
 
+def _table_geom(model: mujoco.MjModel) -> str:
+    """The table's box (``table0_geom`` once named; Slide names it ``table0``)."""
+    body = model.body("table0").id
+    return next(model.geom(g).name for g in range(model.ngeom)
+                if int(model.geom_bodyid[g]) == body)
+
+
 def _table_top(model: mujoco.MjModel) -> float:
     data = mujoco.MjData(model)
     mujoco.mj_kinematics(model, data)
-    g = model.geom("table0_geom").id
+    g = model.geom(_table_geom(model)).id
     return float(data.geom_xpos[g][2] + model.geom_size[g][2])
 
 

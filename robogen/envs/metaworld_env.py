@@ -277,6 +277,10 @@ class MetaWorldAdapter(GymMujocoAdapter):
         """A fresh nominal MjSpec: Meta-World's XML with names filled in."""
         spec = mujoco.MjSpec.from_file(self.env.unwrapped.fullpath)  # type: ignore[attr-defined]
         _name_elements(spec)
+        for body in spec.bodies:  # unnamed joints (peg-insert-side's peg) get "<body>_joint"
+            for k, joint in enumerate(body.joints):
+                if not joint.name:
+                    joint.name = f"{body.name}_joint" if k == 0 else f"{body.name}_joint{k}"
         _set_weld_rows(spec, WELD_ROW)
         return spec
 

@@ -65,7 +65,7 @@ def test_env_checker_and_seeding(env_id: str) -> None:
         env.close()
 
 
-@pytest.mark.parametrize("env_id", FAST_IDS)
+@pytest.mark.parametrize("env_id", _ids(FAST_IDS, SLOW_IDS))
 def test_every_axis_identity_and_effect(env_id: str) -> None:
     """Severity 0 equals the nominal env bit for bit; severity 1 changes the scene."""
     _need(env_id)
@@ -87,8 +87,8 @@ def test_every_axis_identity_and_effect(env_id: str) -> None:
             img = scene.render_frame(width=32, height=32).astype(float)
             if AXES.get(axis).kind == "visual":
                 assert np.abs(img - n_img).mean() > 0.3, axis
-            elif axis == "object_pose":
-                assert not np.allclose(w_q[0], n_q[0]), axis
+            elif axis == "object_pose":  # objects move at once; a mocap target over steps
+                assert any(not np.allclose(x, y) for x, y in zip(w_q, n_q, strict=True)), axis
             else:
                 m = scene.model
                 changed = any(
