@@ -40,8 +40,8 @@ Success: ``info["is_success"]`` (goal distance < 0.05 m) at the last step of
 the episode (50 steps by default), as the suite defines it; ``info["success"]``
 is False on earlier steps.
 
-Scene roles: floor ``floor0``, the table's box (``table0_geom``; Slide: ``table0``), the object ``object0``
-(not in Reach), the Fetch arm from ``robot0:shoulder_pan_link`` (bodies, arm
+Scene roles: floor ``floor0``, the table's box (``table0_geom``; Slide: ``table0``),
+the object ``object0`` (not in Reach), the Fetch arm from ``robot0:shoulder_pan_link`` (bodies, arm
 joints, the two finger actuators; motion is by mocap, so gain edits act on the
 fingers), ``light0``, the added fixed camera ``robogen_cam`` aimed at the table,
 distractors on the table top, and pose dofs: the object's x/y (not Reach) and
