@@ -10,7 +10,7 @@ export MUJOCO_GL ?= egl
 DEMO_EPISODES ?= 80
 DEMO_OUT ?= runs/demo
 
-.PHONY: setup demo test check-slow bench preview lint clean
+.PHONY: setup setup-fetch setup-metaworld setup-suites demo test check-slow bench preview lint clean
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -20,6 +20,18 @@ $(STAMP): pyproject.toml
 	@touch $(STAMP)
 
 setup: $(STAMP)
+
+# Optional env families (tests that need them skip when absent). Fetch installs next to
+# mujoco 4.0 through the [fetch] extra; metaworld 3.1.1 pins mujoco==3.3.0 exactly, so it is
+# installed without its dependencies (robogen fixes the one method mujoco 4.0 breaks).
+setup-fetch: $(STAMP)
+	$(PY) -m pip install -q --disable-pip-version-check -e ".[dev,fetch]"
+
+setup-metaworld: $(STAMP)
+	$(PY) -m pip install -q --disable-pip-version-check packaging
+	$(PY) -m pip install -q --disable-pip-version-check --no-deps "metaworld==3.1.1"
+
+setup-suites: setup-fetch setup-metaworld
 
 demo: $(STAMP)
 	rm -rf $(DEMO_OUT)

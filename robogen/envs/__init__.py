@@ -5,6 +5,12 @@ Env ids:
     (``gymnasium.make("robogen/PickPlace-v0")`` works after ``import robogen``).
     ``gymnasium/<Id>``: Gymnasium's own MuJoCo env ``<Id>`` (e.g. ``Hopper-v5``)
     wrapped by :mod:`robogen.envs.gym_adapter` so that the same axes act on it.
+    ``gymnasium-robotics/<Id>``: Fetch tasks (:mod:`robogen.envs.fetch_env`).
+    ``metaworld/<task>-v3``: Meta-World tasks (:mod:`robogen.envs.metaworld_env`).
+
+The prefix before the first ``/`` selects an *env family* in
+:data:`~robogen.envs.families.ENV_FAMILIES`; a new family is one module and one
+:func:`~robogen.envs.families.register_env_family` call.
 
 Every env :func:`make` returns:
     * has a :class:`~robogen.envs.base.MujocoScene` in its wrapper stack;
@@ -20,20 +26,29 @@ from typing import Any
 
 import robogen._gl  # noqa: F401  (choose MUJOCO_GL before mujoco is imported)
 from robogen.envs.base import MujocoScene, PoseDof, SceneRoles, find_scene
-from robogen.errors import InvalidSpecError, UnknownNameError
+from robogen.envs.families import (
+    ENV_FAMILIES,
+    EnvFamily,
+    SuiteMissingError,
+    all_env_ids,
+    family_of,
+    register_env_family,
+)
+from robogen.errors import InvalidSpecError
 from robogen.types import RenderSettings
 
 GYMNASIUM_PREFIX = "gymnasium/"
 ROBOGEN_PREFIX = "robogen/"
 
-__all__ = ["MujocoScene", "PoseDof", "SceneRoles", "find_scene", "make", "list_env_ids"]
+__all__ = [
+    "ENV_FAMILIES", "EnvFamily", "MujocoScene", "PoseDof", "SceneRoles", "SuiteMissingError",
+    "find_scene", "list_env_ids", "make", "register_env_family",
+]
 
 
 def list_env_ids() -> tuple[str, ...]:
-    """All env ids robogen can evaluate: built-in tasks and adapted Gymnasium envs."""
-    from robogen.envs import gym_adapter, tabletop
-
-    return tuple(tabletop.TASK_IDS) + tuple(GYMNASIUM_PREFIX + i for i in gym_adapter.SUPPORTED)
+    """All env ids robogen knows, from every registered family (suites not installed too)."""
+    return all_env_ids()
 
 
 def make(
@@ -48,7 +63,8 @@ def make(
     """Create a perturbable env.
 
     Args:
-        env_id: ``robogen/<Task>-v<N>`` or ``gymnasium/<Id>``.
+        env_id: ``<family prefix>/<name>``: ``robogen/<Task>-v<N>``, ``gymnasium/<Id>``,
+            ``gymnasium-robotics/<Id>``, ``metaworld/<task>-v3``.
         obs_mode: ``state``, ``pixels`` or ``state+pixels``.
         max_steps: Step limit (None: the env's registered default).
         render: Pixel observation settings (size, camera); None: the env's default.
@@ -62,6 +78,7 @@ def make(
     Raises:
         UnknownNameError: On an unknown env id (lists close matches).
         InvalidSpecError: On a bad observation mode or step limit.
+        SuiteMissingError: If the env's suite is not installed (names the command).
     """
     from robogen.policies.base import OBS_MODES
 
@@ -69,22 +86,10 @@ def make(
         raise InvalidSpecError(f"obs_mode must be one of {OBS_MODES}, got {obs_mode!r}")
     if max_steps is not None and (not isinstance(max_steps, int) or max_steps < 1):
         raise InvalidSpecError(f"max_steps must be a positive integer, got {max_steps!r}")
+    family = family_of(env_id)
     try:
-        if env_id.startswith(GYMNASIUM_PREFIX):
-            from robogen.envs import gym_adapter
-
-            return gym_adapter.make_adapted(
-                env_id[len(GYMNASIUM_PREFIX):], obs_mode=obs_mode, max_steps=max_steps,
-                render=render, success_threshold=success_threshold, **kwargs,
-            )
-        from robogen.envs import tabletop
-
-        if env_id not in tabletop.TASK_IDS:
-            raise UnknownNameError("env id", env_id, list_env_ids())
-        return tabletop.make_task(
-            env_id, obs_mode=obs_mode, max_steps=max_steps, render=render,
-            success_threshold=success_threshold, **kwargs,
-        )
+        return family.make(env_id, obs_mode=obs_mode, max_steps=max_steps, render=render,
+                           success_threshold=success_threshold, **kwargs)
     except TypeError as e:
         if not kwargs or "argument" not in str(e):
             raise

@@ -421,7 +421,7 @@ class GymMujocoAdapter(gym.Wrapper[Any, Any, Any, Any], gym.utils.RecordConstruc
         )
         gym.Wrapper.__init__(self, env)
         gym_id = env.spec.id if env.spec is not None else ""
-        _check_id(gym_id)
+        self._check_env_id(gym_id)
         if obs_mode not in OBS_MODES:
             raise InvalidSpecError(f"obs_mode must be one of {OBS_MODES}, got {obs_mode!r}")
         self.gym_id = gym_id
@@ -433,15 +433,15 @@ class GymMujocoAdapter(gym.Wrapper[Any, Any, Any, Any], gym.utils.RecordConstruc
         :func:`~robogen.envs.render.resolve_frames`); set by the rollout worker."""
         self._episode_return = 0.0
         inner = env.unwrapped
-        self._inner_obs_shape = tuple(inner.observation_space.shape)
+        self._inner_obs_shape = self._state_shape()
         self._init_sizes = (inner.model.nq, inner.model.nv, inner.model.nu)
         max_steps = env.spec.max_episode_steps if env.spec is not None else None
-        self._rule = success_rule(gym_id, max_steps=max_steps, success_threshold=success_threshold)
+        self._rule = self._make_rule(max_steps, success_threshold)
         # install the named nominal model (same physics, names for the roles)
         with warnings.catch_warnings():  # half_cheetah.xml's deprecated settotalmass
             warnings.filterwarnings("ignore", message=".*settotalmass.*")
             first = self.nominal_spec().compile()
-        self._roles = _roles(gym_id, first)
+        self._roles = self._make_roles(first)
         settings = render or RenderSettings()
         if settings.width < 1 or settings.height < 1:
             raise InvalidSpecError(
@@ -505,6 +505,7 @@ class GymMujocoAdapter(gym.Wrapper[Any, Any, Any, Any], gym.utils.RecordConstruc
                 f"the installed model has (nq, nv, nu) = {sizes} but {self.gym_id} needs "
                 f"{self._init_sizes}; add distractors as static world geoms, not jointed bodies"
             )
+        self._prepare_model(model)
         s = self.render_settings
         model.vis.quality.shadowsize = s.shadowsize
         model.vis.quality.offsamples = s.offsamples
@@ -518,7 +519,7 @@ class GymMujocoAdapter(gym.Wrapper[Any, Any, Any, Any], gym.utils.RecordConstruc
         data.time = old_data.time
         mujoco.mj_forward(model, data)
         inner.model, inner.data = model, data
-        got = np.shape(inner._get_obs())
+        got = np.shape(self._state_obs())
         if got != self._inner_obs_shape:
             inner.model, inner.data = old_model, old_data
             raise SceneError(OBS_SIZE_CHANGED.format(
@@ -545,7 +546,7 @@ class GymMujocoAdapter(gym.Wrapper[Any, Any, Any, Any], gym.utils.RecordConstruc
         """The observation of the current state (runs ``mj_forward`` first)."""
         inner: Any = self.env.unwrapped
         mujoco.mj_forward(inner.model, inner.data)
-        return self._transform(inner._get_obs())
+        return self._transform(self._state_obs())
 
     def render_frame(
         self, camera: str | None = None, width: int = 84, height: int = 84
@@ -628,7 +629,37 @@ class GymMujocoAdapter(gym.Wrapper[Any, Any, Any, Any], gym.utils.RecordConstruc
             return pixels
         return spaces.Dict({"state": state, "pixels": pixels})
 
+    # -- hooks of the suite adapters (robogen.envs.fetch_env, robogen.envs.metaworld_env) -----
+
+    def _check_env_id(self, gym_id: str) -> None:
+        """Raise UnknownNameError if this adapter does not support ``gym_id``."""
+        _check_id(gym_id)
+
+    def _make_rule(self, max_steps: int | None, success_threshold: float | None) -> Any:
+        """The success rule in force (``describe()`` gives the line for reports)."""
+        return success_rule(self.gym_id, max_steps=max_steps, success_threshold=success_threshold)
+
+    def _make_roles(self, model: mujoco.MjModel) -> SceneRoles:
+        """Scene roles of the nominal ``model`` (names filled in)."""
+        return _roles(self.gym_id, model)
+
+    def _prepare_model(self, model: mujoco.MjModel) -> None:
+        """Edit a model about to be installed as the wrapped env's own setup would (no-op)."""
+
+    def _state_shape(self) -> tuple[int, ...]:
+        """Shape of the ``state`` observation."""
+        return tuple(self.env.unwrapped.observation_space.shape)
+
+    def _state_obs(self) -> Any:
+        """The wrapped env's observation of the current state (no side effects on the env)."""
+        return self.env.unwrapped._get_obs()  # type: ignore[attr-defined]
+
+    def _as_state(self, obs: Any) -> Any:
+        """The ``state`` vector of an observation the wrapped env returned (identity)."""
+        return obs
+
     def _transform(self, obs: Any) -> Any:
+        obs = self._as_state(obs)
         if self.obs_mode == "state":
             return np.asarray(obs, dtype=np.float32)
         s = self.render_settings
@@ -673,3 +704,13 @@ def make_adapted(
     env = gym.make(gym_id, max_episode_steps=limit, **kwargs)
     return GymMujocoAdapter(env, obs_mode=obs_mode, render=render,
                             success_threshold=success_threshold)
+
+
+def family_ids() -> tuple[str, ...]:
+    """Names of the ``gymnasium`` env family (:mod:`robogen.envs.families`): :data:`SUPPORTED`."""
+    return SUPPORTED
+
+
+def family_make(name: str, **kwargs: Any) -> GymMujocoAdapter:
+    """Create ``gymnasium/<name>`` (see :func:`make_adapted`)."""
+    return make_adapted(name, **kwargs)

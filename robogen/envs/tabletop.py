@@ -614,10 +614,20 @@ def make_task(
     return gym.make(env_id, obs_mode=obs_mode, **kwargs, **extra)
 
 
+def family_ids() -> tuple[str, ...]:
+    """Names of the ``robogen`` env family (:mod:`robogen.envs.families`): ``Reach-v0``, ..."""
+    return tuple(i.split("/", 1)[1] for i in TASK_IDS)
+
+
+def family_make(name: str, **kwargs: Any) -> gym.Env:
+    """Create ``robogen/<name>`` (see :func:`make_task`)."""
+    return make_task(f"robogen/{name}", **kwargs)
+
+
 register_tasks()
 
 __all__ = [
     "ACTION_SCALE", "OBS_MODES", "STATE_DIM", "STATE_LAYOUT", "TASK_IDS", "TASK_NAMES",
-    "PickPlaceEnv", "PushEnv", "ReachEnv", "TabletopEnv", "default_render_settings", "make_task",
-    "register_tasks", "task_name",
+    "PickPlaceEnv", "PushEnv", "ReachEnv", "TabletopEnv", "default_render_settings",
+    "family_ids", "family_make", "make_task", "register_tasks", "task_name",
 ]

@@ -309,8 +309,13 @@ def make_expert(task: str, ctx: LoadContext | None = None) -> _TabletopExpert:
 
 
 @register_policy_scheme("expert")
-def load_expert(rest: str, ctx: LoadContext) -> _TabletopExpert:
-    """Loader of ``expert:<task>`` URIs (see :func:`make_expert`)."""
+def load_expert(rest: str, ctx: LoadContext) -> Any:
+    """Loader of ``expert:<task>`` URIs (see :func:`make_expert`); ``expert:<family>/<name>``
+    of a third-party env family goes to :mod:`robogen.policies.suite_experts`."""
+    from robogen.policies import suite_experts
+
+    if suite_experts.handles(rest, ctx):
+        return suite_experts.load_suite_expert(rest, ctx)
     return make_expert(rest, ctx)
 
 

@@ -1,0 +1,169 @@
+"""The env-family registry: env id prefix -> the module that lists and builds its envs.
+
+An env id is ``<prefix>/<name>``; the prefix names a *family* (like dm_control's
+``SUITE`` or a Gymnasium namespace). A family is one module that defines
+
+* ``family_ids() -> tuple[str, ...]``: the names it offers (without the prefix);
+* ``family_make(name, *, obs_mode, max_steps, render, success_threshold, **kwargs)``:
+  a perturbable ``gymnasium.Env`` (a :class:`~robogen.envs.base.MujocoScene` in
+  its stack, ``info["success"]`` in every step),
+
+plus one :func:`register_env_family` call (below for robogen's own families).
+:func:`robogen.envs.make`, :func:`robogen.envs.list_env_ids`, ``robogen list``,
+config validation and the parametrized env tests all derive from this registry.
+The module is imported only when its ids or envs are needed, so ``import
+robogen.envs`` stays cheap; a family backed by an optional suite names the
+import it needs (``requires``) and the command that installs it (``install``),
+and :meth:`EnvFamily.make` raises :class:`SuiteMissingError` with that command
+before any work when the suite is absent.
+
+Families:
+
+====================  =============================================  ==========================
+prefix                envs                                           install
+====================  =============================================  ==========================
+robogen               built-in MjSpec tabletop tasks                 core
+gymnasium             Gymnasium's MuJoCo v5 envs                     core
+gymnasium-robotics    Fetch (gymnasium-robotics 1.4.2)               ``make setup-fetch``
+metaworld             Meta-World v3 tasks (metaworld 3.1.1)          ``make setup-metaworld``
+====================  =============================================  ==========================
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+from dataclasses import dataclass
+from types import ModuleType
+from typing import Any
+
+from robogen.errors import DependencyMissingError, RobogenError, UnknownNameError
+from robogen.registry import Registry
+
+SUITE_MISSING = (
+    "{what} needs the optional suite {module!r}, which is not installed in this Python "
+    "({python}); install it with: {install}"
+)
+"""Message of :class:`SuiteMissingError` (tests reuse it)."""
+
+
+class SuiteMissingError(DependencyMissingError):
+    """An env family's optional suite (Meta-World, gymnasium-robotics) is not installed."""
+
+    def __init__(self, what: str, module: str, install: str) -> None:
+        import sys
+
+        RobogenError.__init__(self, SUITE_MISSING.format(
+            what=what, module=module, install=install, python=sys.executable))
+
+
+@dataclass(frozen=True, slots=True)
+class EnvFamily:
+    """One family of env ids ``<prefix>/<name>``.
+
+    Attributes:
+        prefix: The id prefix, without the slash (``metaworld``).
+        description: One line for ``robogen list`` and the docs.
+        module: Import path of the module that implements ``family_ids`` and
+            ``family_make`` (imported on first use).
+        requires: Top-level module of the optional suite it wraps (``""``: none).
+        install: Command that installs that suite (named in errors).
+        success: How the family decides success, one line (reports, docs).
+    """
+
+    prefix: str
+    description: str
+    module: str
+    requires: str = ""
+    install: str = ""
+    success: str = ""
+
+    def load(self) -> ModuleType:
+        """The implementing module (imported now if needed)."""
+        return importlib.import_module(self.module)
+
+    def missing(self) -> str | None:
+        """None if the family can build envs here, else why not (the install command)."""
+        if self.requires and importlib.util.find_spec(self.requires) is None:
+            return f"{self.requires!r} is not installed ({self.install})"
+        return None
+
+    def names(self) -> tuple[str, ...]:
+        """The names the family offers (without the prefix)."""
+        return tuple(self.load().family_ids())
+
+    def ids(self) -> tuple[str, ...]:
+        """The full env ids ``<prefix>/<name>`` (listed even when the suite is missing)."""
+        return tuple(f"{self.prefix}/{n}" for n in self.names())
+
+    def make(self, env_id: str, **kwargs: Any) -> Any:
+        """Create ``env_id`` (a full id of this family); kwargs go to ``family_make``.
+
+        Raises:
+            UnknownNameError: If the name is not one of :meth:`names` (close matches).
+            SuiteMissingError: If the family's suite is not installed.
+        """
+        name = env_id[len(self.prefix) + 1:]
+        if name not in self.names():
+            raise UnknownNameError(f"{self.prefix} env id", env_id, self.ids())
+        if self.requires and importlib.util.find_spec(self.requires) is None:
+            raise SuiteMissingError(f"env {env_id!r}", self.requires, self.install)
+        return self.load().family_make(name, **kwargs)
+
+
+ENV_FAMILIES: Registry[EnvFamily] = Registry("env family")
+"""Prefix -> :class:`EnvFamily`."""
+
+
+def register_env_family(family: EnvFamily) -> EnvFamily:
+    """Register ``family`` under its prefix; returns it.
+
+    Raises:
+        ValueError: If the prefix is taken or contains a slash.
+    """
+    if not family.prefix or "/" in family.prefix:
+        raise ValueError(f"an env family prefix is a non-empty name without '/', "
+                         f"got {family.prefix!r}")
+    ENV_FAMILIES.register(family.prefix)(family)
+    return family
+
+
+def family_of(env_id: str) -> EnvFamily:
+    """The family of ``env_id`` (by the text before its first ``/``).
+
+    Raises:
+        UnknownNameError: If no family has that prefix (lists every known env id).
+    """
+    prefix = env_id.split("/", 1)[0] if "/" in env_id else ""
+    if prefix not in ENV_FAMILIES:
+        raise UnknownNameError("env id", env_id, all_env_ids())
+    return ENV_FAMILIES.get(prefix)
+
+
+def all_env_ids() -> tuple[str, ...]:
+    """Every env id of every registered family (families sorted by prefix)."""
+    return tuple(i for prefix in ENV_FAMILIES.names() for i in ENV_FAMILIES.get(prefix).ids())
+
+
+register_env_family(EnvFamily(
+    prefix="robogen", description="built-in MjSpec tabletop tasks with scripted experts",
+    module="robogen.envs.tabletop", success="the task's own predicate at the last step",
+))
+register_env_family(EnvFamily(
+    prefix="gymnasium", description="Gymnasium's MuJoCo v5 envs, adapted",
+    module="robogen.envs.gym_adapter", success="distance or return rule at the last step",
+))
+
+register_env_family(EnvFamily(
+    prefix="gymnasium-robotics",
+    description="Fetch arm tasks of gymnasium-robotics 1.4.2 (Reach, Push, PickAndPlace, Slide)",
+    module="robogen.envs.fetch_env", requires="gymnasium_robotics",
+    install='make setup-fetch (or: pip install "robogen[fetch]")',
+    success='info["is_success"] at the last step',
+))
+register_env_family(EnvFamily(
+    prefix="metaworld", description="Meta-World v3 Sawyer tasks (metaworld 3.1.1)",
+    module="robogen.envs.metaworld_env", requires="metaworld",
+    install="make setup-metaworld (or: pip install --no-deps metaworld==3.1.1 packaging)",
+    success='info["success"] at any step, horizon max_path_length (500)',
+))

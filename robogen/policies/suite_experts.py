@@ -1,0 +1,195 @@
+"""Scripted experts of the third-party env families (``expert:<family>/<name>`` URIs).
+
+* ``expert:metaworld/<task>``: Meta-World's own scripted policy of the task
+  (``metaworld.policies.ENV_POLICY_MAP[<task>]``, e.g. ``SawyerPickPlaceV3Policy``),
+  given the 39-value observation the env last returned. Known success at nominal
+  on MT1's first 10 tasks (metaworld 3.1.1, mujoco 4.0): pick-place 10/10.
+* ``expert:gymnasium-robotics/FetchReach-v4`` / ``FetchPush-v4`` /
+  ``FetchPickAndPlace-v4``: a proportional controller on the suite's dict
+  observation (gain ``GAIN`` on the position error, clipped to the action box):
+  Reach moves the gripper to the goal; PickAndPlace opens above the object,
+  descends, closes, and carries it to the goal; Push lowers the closed gripper
+  behind the object (opposite the goal) and pushes along the object-goal line.
+
+Both are :class:`~robogen.policies.base.PrivilegedPolicy` objects: they read the
+observation from the scene bound to each env slot, so they act in every
+observation mode. ``expert:`` alone picks the expert of the env evaluated.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+from gymnasium import spaces
+
+from robogen.errors import InvalidSpecError, UnknownNameError
+from robogen.policies.base import LoadContext
+
+GAIN = 10.0
+"""Proportional gain of the Fetch experts [1/m] (action 1 = 0.05 m per step)."""
+FETCH_EXPERTS = ("FetchReach-v4", "FetchPush-v4", "FetchPickAndPlace-v4")
+NOT_ATTACHED = (
+    "expert {name!r} got a batch of {batch} observations but is attached to {n} scenes; "
+    "call policy.attach(scenes) with one MujocoScene per env slot before act()"
+)
+WRONG_ENV = "expert:{name} is the scripted expert of {name}; it cannot act in {env!r}"
+
+
+class _SuiteExpert:
+    """Slot bookkeeping shared by the suite experts (one scene per env slot)."""
+
+    def __init__(self, name: str, ctx: LoadContext | None) -> None:
+        self.name = name
+        self.observation_space = None if ctx is None else ctx.observation_space
+        self.obs_mode = "state" if ctx is None else ctx.obs_mode
+        self.action_space = spaces.Box(-1.0, 1.0, (4,), np.float32)
+        self._scenes: list[Any] = []
+        self._mem: list[dict[str, Any]] = []
+
+    def attach(self, scenes: Sequence[Any]) -> None:
+        """Bind env slot k to ``scenes[k]`` (read at every :meth:`act`)."""
+        self._scenes = list(scenes)
+        self._mem = [{} for _ in self._scenes]
+
+    def reset(self, slots: Sequence[int]) -> None:
+        """Clear the per-episode memory of ``slots``."""
+        for k in slots:
+            if k < len(self._mem):
+                self._mem[k] = {}
+
+    def act(self, obs: Any, *, deterministic: bool = True,
+            slots: Sequence[int] | None = None) -> np.ndarray:
+        """Return ``(B, 4) float32`` actions; row i acts in attached scene ``slots[i]``.
+
+        Raises:
+            InvalidSpecError: If a slot has no attached scene.
+        """
+        batch = len(next(iter(obs.values()))) if isinstance(obs, dict) else len(obs)
+        rows = list(range(batch)) if slots is None else [int(k) for k in slots]
+        if len(rows) != batch or (rows and max(rows) >= len(self._scenes)):
+            raise InvalidSpecError(NOT_ATTACHED.format(name=self.name, batch=batch,
+                                                       n=len(self._scenes)))
+        out = np.zeros((batch, 4), np.float32)
+        for i, k in enumerate(rows):
+            out[i] = self._act_one(self._scenes[k], self._mem[k])
+        return out
+
+    def _act_one(self, scene: Any, mem: dict[str, Any]) -> np.ndarray:
+        raise NotImplementedError
+
+
+class MetaWorldExpert(_SuiteExpert):
+    """Meta-World's scripted policy of one task, on the env's last observation."""
+
+    def __init__(self, task: str, ctx: LoadContext | None = None) -> None:
+        from metaworld.policies import ENV_POLICY_MAP
+
+        super().__init__(f"metaworld/{task}", ctx)
+        self._policy = ENV_POLICY_MAP[task]()
+
+    def _act_one(self, scene: Any, mem: dict[str, Any]) -> np.ndarray:
+        import warnings
+
+        with warnings.catch_warnings():  # "Constant(s) may be too high" on every call
+            warnings.simplefilter("ignore", UserWarning)
+            return np.asarray(self._policy.get_action(scene.suite_observation()), np.float32)
+
+
+class FetchExpert(_SuiteExpert):
+    """Proportional scripted controller of FetchReach, FetchPush and FetchPickAndPlace."""
+
+    def __init__(self, gym_id: str, ctx: LoadContext | None = None) -> None:
+        super().__init__(f"gymnasium-robotics/{gym_id}", ctx)
+        self.gym_id = gym_id
+
+    def _act_one(self, scene: Any, mem: dict[str, Any]) -> np.ndarray:
+        o = scene.goal_observation()
+        obs, goal = np.asarray(o["observation"]), np.asarray(o["desired_goal"])
+        grip = obs[:3]
+        a = np.zeros(4)
+        if self.gym_id == "FetchReach-v4":
+            a[:3] = GAIN * (goal - grip)
+            return np.clip(a, -1, 1).astype(np.float32)
+        obj = obs[3:6]
+        if self.gym_id == "FetchPickAndPlace-v4":
+            phase = mem.setdefault("phase", 0)
+            if phase == 0:  # above the object, open
+                target, a[3] = obj + [0.0, 0.0, 0.05], 1.0
+                if np.linalg.norm(target - grip) < 0.01:
+                    mem["phase"] = 1
+            elif phase == 1:  # down to the object, open
+                target, a[3] = obj, 1.0
+                if np.linalg.norm(obj - grip) < 0.01:
+                    mem["phase"], mem["closing"] = 2, 0
+            elif phase == 2:  # close
+                target, a[3] = obj, -1.0
+                mem["closing"] += 1
+                if mem["closing"] >= 3:
+                    mem["phase"] = 3
+            else:  # carry to the goal
+                target, a[3] = goal, -1.0
+            a[:3] = GAIN * (target - grip)
+            return np.clip(a, -1, 1).astype(np.float32)
+        # push: behind the object on the goal-object line, then along it
+        d = goal[:2] - obj[:2]
+        d = d / max(float(np.linalg.norm(d)), 1e-6)
+        behind = np.array([*(obj[:2] - 0.06 * d), obj[2]])
+        phase = mem.setdefault("phase", 0)
+        a[3] = -1.0
+        if phase == 0:
+            target = behind + [0.0, 0.0, 0.06]
+            if np.linalg.norm(target - grip) < 0.015:
+                mem["phase"] = 1
+        elif phase == 1:
+            target = behind
+            if np.linalg.norm(target - grip) < 0.01:
+                mem["phase"] = 2
+        else:
+            target = np.array([*(goal[:2] - 0.02 * d), obj[2]])
+            target[:2] += (goal[:2] - obj[:2]) * 0.5
+        a[:3] = GAIN * (target - grip)
+        return np.clip(a, -1, 1).astype(np.float32)
+
+
+def _metaworld(name: str, ctx: LoadContext | None) -> _SuiteExpert:
+    from robogen.envs.metaworld_env import TASKS
+
+    if name not in TASKS:
+        raise UnknownNameError("Meta-World expert", name, TASKS)
+    return MetaWorldExpert(name, ctx)
+
+
+def _fetch(name: str, ctx: LoadContext | None) -> _SuiteExpert:
+    if name not in FETCH_EXPERTS:
+        raise UnknownNameError("Fetch expert", name, FETCH_EXPERTS)
+    return FetchExpert(name, ctx)
+
+
+SUITE_EXPERTS: dict[str, Callable[[str, LoadContext | None], _SuiteExpert]] = {
+    "metaworld": _metaworld,
+    "gymnasium-robotics": _fetch,
+}
+"""Env family prefix -> expert factory ``(name, ctx) -> policy``."""
+
+
+def handles(rest: str, ctx: LoadContext | None) -> bool:
+    """True if ``expert:<rest>`` (or ``expert:`` in a suite env) names a suite expert."""
+    target = rest or (ctx.env_id if ctx is not None else "")
+    return target.split("/", 1)[0] in SUITE_EXPERTS and "/" in target
+
+
+def load_suite_expert(rest: str, ctx: LoadContext | None) -> _SuiteExpert:
+    """Create the expert of ``<family>/<name>`` (``""``: the env of ``ctx``).
+
+    Raises:
+        UnknownNameError: If the family has no expert of that name (lists them).
+        InvalidSpecError: If the expert belongs to another env than ``ctx.env_id``.
+    """
+    target = rest or (ctx.env_id if ctx is not None else "")
+    prefix, name = target.split("/", 1)
+    expert = SUITE_EXPERTS[prefix](name, ctx)
+    if ctx is not None and ctx.env_id and ctx.env_id != target:
+        raise InvalidSpecError(WRONG_ENV.format(name=target, env=ctx.env_id))
+    return expert

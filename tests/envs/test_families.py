@@ -1,0 +1,89 @@
+"""The env-family registry: ids, routing, unknown names, missing suites, a toy family."""
+
+from __future__ import annotations
+
+import sys
+import types
+
+import gymnasium as gym
+import pytest
+
+from robogen.envs import ENV_FAMILIES, EnvFamily, SuiteMissingError, list_env_ids, make
+from robogen.envs.families import SUITE_MISSING, family_of, register_env_family
+from robogen.errors import UnknownNameError
+
+FAMILIES = ENV_FAMILIES.names()
+
+
+def family_ids() -> tuple[str, ...]:
+    """This module doubles as the module of the "absent" family below."""
+    return ("Thing-v0",)
+
+
+@pytest.mark.parametrize("prefix", FAMILIES, ids=FAMILIES)
+def test_every_family_lists_prefixed_ids(prefix: str) -> None:
+    fam = ENV_FAMILIES.get(prefix)
+    ids = fam.ids()
+    assert ids and all(i.startswith(prefix + "/") for i in ids)
+    assert set(ids) <= set(list_env_ids())
+    assert all(family_of(i) is fam for i in ids)
+
+
+def test_list_env_ids_is_the_union_of_the_families() -> None:
+    ids = list_env_ids()
+    assert len(ids) == len(set(ids))
+    assert ids == tuple(i for p in FAMILIES for i in ENV_FAMILIES.get(p).ids())
+    # the ids users rely on
+    for env_id in ("robogen/PickPlace-v0", "gymnasium/Reacher-v5", "metaworld/pick-place-v3",
+                   "gymnasium-robotics/FetchReach-v4"):
+        assert env_id in ids
+
+
+def test_unknown_prefix_and_name_list_close_matches() -> None:
+    with pytest.raises(UnknownNameError, match="did you mean 'robogen/PickPlace-v0'"):
+        make("robogen/PickPlac-v0")
+    with pytest.raises(UnknownNameError, match="unknown env id 'nope/x'"):
+        make("nope/x")
+    with pytest.raises(UnknownNameError, match="metaworld/pick-place-v3"):
+        make("metaworld/pick-place")
+
+
+def test_missing_suite_names_the_install_command(monkeypatch: pytest.MonkeyPatch) -> None:
+    fam = EnvFamily(prefix="absent", description="a suite that is not installed",
+                    module=__name__, requires="robogen_no_such_suite", install="make setup-x")
+    monkeypatch.setitem(ENV_FAMILIES._entries, "absent", fam)
+    assert "absent/Thing-v0" in list_env_ids()
+    assert fam.missing() is not None
+    with pytest.raises(SuiteMissingError) as err:
+        make("absent/Thing-v0")
+    assert str(err.value) == SUITE_MISSING.format(
+        what="env 'absent/Thing-v0'", module="robogen_no_such_suite", install="make setup-x",
+        python=sys.executable)
+
+
+def test_a_toy_family_is_one_module_and_one_registration(monkeypatch: pytest.MonkeyPatch
+                                                         ) -> None:
+    """A new family needs no edit elsewhere: make(), list_env_ids() and family_of() see it."""
+    mod = types.ModuleType("toy_family_mod")
+
+    def family_make(name: str, **kwargs):
+        from robogen.envs import make as robogen_make
+
+        assert name == "Reach-v0"
+        return robogen_make("robogen/Reach-v0", **kwargs)
+
+    mod.family_ids = lambda: ("Reach-v0",)  # type: ignore[attr-defined]
+    mod.family_make = family_make  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "toy_family_mod", mod)
+    monkeypatch.setattr(ENV_FAMILIES, "_entries", dict(ENV_FAMILIES._entries))
+    register_env_family(EnvFamily(prefix="toy", description="toy", module="toy_family_mod"))
+    assert "toy/Reach-v0" in list_env_ids()
+    env = make("toy/Reach-v0", max_steps=7)
+    try:
+        assert isinstance(env, gym.Env) and env.spec.max_episode_steps == 7
+    finally:
+        env.close()
+    with pytest.raises(ValueError, match="already registered"):
+        register_env_family(EnvFamily(prefix="toy", description="again", module="x"))
+    with pytest.raises(ValueError, match="without '/'"):
+        register_env_family(EnvFamily(prefix="a/b", description="bad", module="x"))
