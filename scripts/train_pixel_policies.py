@@ -30,6 +30,7 @@ Usage::
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import sys
@@ -149,6 +150,9 @@ def train(data: dict[str, np.ndarray], args: argparse.Namespace, collect_s: floa
                                      config=variants[name], action_low=-1.0, action_high=1.0,
                                      progress=progress)
         train_s = time.time() - t0
+        model = dataclasses.replace(model, train_info={
+            **model.train_info, "env_id": ENV_ID, "obs_camera": "front", "variant": name,
+            "proprio_fields": "arm_qpos, arm_qvel, gripper_gap, ee_pos"})
         out = args.out / f"push_pixels_{name}"
         save_bc(model, out)
         info = {"env_id": ENV_ID, "variant": name, "episodes": args.episodes,
