@@ -96,9 +96,9 @@ def collect(episodes: int, noise: float, seed: int, log=print) -> dict[str, np.n
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--episodes", type=int, default=200, help="demonstrations")
+    p.add_argument("--episodes", type=int, default=600, help="demonstrations")
     p.add_argument("--noise", type=float, default=0.3, help="DART action noise std")
-    p.add_argument("--steps", type=int, default=6000, help="gradient steps per policy")
+    p.add_argument("--steps", type=int, default=12000, help="gradient steps per policy")
     p.add_argument("--batch-size", type=int, default=64)
     p.add_argument("--variants", default="plain,augmented")
     p.add_argument("--work", type=Path, default=Path("runs/pixel-policies"),
@@ -133,8 +133,9 @@ def train(data: dict[str, np.ndarray], args: argparse.Namespace, collect_s: floa
 
     n = len(data["actions"])
     obs = {"state": data["state"], "pixels": data["pixels"]}
-    base = dict(arch="cnn", hidden=(256, 256), feature_dim=64, steps=args.steps,
-                batch_size=args.batch_size, lr=3e-4, chunk_steps=500, state_indices=PROPRIO)
+    base = dict(arch="cnn", hidden=(256, 256), feature_dim=64, keypoints=32, steps=args.steps,
+                batch_size=args.batch_size, lr=1e-3, lr_schedule="cosine", chunk_steps=500,
+                state_indices=PROPRIO)
     variants = {
         "plain": BCConfig(**base),
         "augmented": BCConfig(**base, augment=True, shift_pad=4, color_jitter=0.3),

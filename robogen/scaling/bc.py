@@ -102,12 +102,19 @@ class BCConfig:
     """Strides [px] of the conv layers."""
     feature_dim: int = 128
     """Width of the image feature after the conv stack (``cnn``)."""
+    keypoints: int = 0
+    """Spatial-softmax keypoints taken from the last conv map (``cnn``; 0: none): a 1x1 conv to
+    ``keypoints`` maps, a softmax over each map's pixels and its expected ``(x, y)`` in [-1, 1]
+    (Levine, Finn, Darrell & Abbeel 2016, "End-to-End Training of Deep Visuomotor Policies"),
+    joined with the projected features."""
     steps: int = 2000
     """Gradient steps per model."""
     batch_size: int = 256
     """Minibatch size (samples drawn with replacement from the model's subset)."""
     lr: float = 1e-3
-    """Adam learning rate."""
+    """Adam learning rate (the peak rate with ``lr_schedule="cosine"``)."""
+    lr_schedule: str = "constant"
+    """``constant`` or ``cosine`` (decay to 0 over ``steps``; Loshchilov & Hutter 2017, SGDR)."""
     weight_decay: float = 0.0
     """Decoupled weight decay (AdamW); 0 gives Adam."""
     max_grad_norm: float | None = 1.0
@@ -145,6 +152,11 @@ class BCConfig:
                 isinstance(self.chunk_steps, int) and self.chunk_steps > 0):
             raise InvalidSpecError(
                 f"BC chunk_steps must be a positive integer or None, got {self.chunk_steps!r}")
+        if self.lr_schedule not in ("constant", "cosine"):
+            raise InvalidSpecError(
+                f"BC lr_schedule must be 'constant' or 'cosine', got {self.lr_schedule!r}")
+        if not (isinstance(self.keypoints, int) and self.keypoints >= 0):
+            raise InvalidSpecError(f"BC keypoints must be an integer >= 0, got {self.keypoints!r}")
         if not (isinstance(self.color_jitter, (int, float)) and 0 <= self.color_jitter < 1):
             raise InvalidSpecError(
                 f"BC color_jitter must be a number in [0, 1), got {self.color_jitter!r}")
@@ -197,6 +209,17 @@ def check_image_size(config: BCConfig, size: int) -> None:
             f"{need}x{need}; use --image-size {need} or more (84 is the default)")
 
 
+def _spatial_softmax(maps: jax.Array) -> jax.Array:
+    """Expected image coordinates of each map: ``(..., H, W, K)`` -> ``(..., 2K)`` in [-1, 1]."""
+    h, w, k = maps.shape[-3:]
+    flat = maps.reshape((*maps.shape[:-3], h * w, k))
+    prob = jax.nn.softmax(flat, axis=-2)
+    ys, xs = jnp.meshgrid(jnp.linspace(-1.0, 1.0, h), jnp.linspace(-1.0, 1.0, w), indexing="ij")
+    ex = jnp.einsum("...pk,p->...k", prob, xs.reshape(-1))
+    ey = jnp.einsum("...pk,p->...k", prob, ys.reshape(-1))
+    return jnp.concatenate([ex, ey], axis=-1)
+
+
 class _PolicyNet(nn.Module):
     """MLP or CNN(+state) trunk with a ``tanh`` action head; inputs are pre-normalized."""
 
@@ -212,6 +235,8 @@ class _PolicyNet(nn.Module):
             for ch, k, s in zip(cfg.conv_channels, cfg.conv_kernels, cfg.conv_strides,
                                 strict=True):
                 x = nn.relu(nn.Conv(ch, (k, k), strides=(s, s), padding="VALID")(x))
+            if cfg.keypoints:
+                parts.append(_spatial_softmax(nn.Conv(cfg.keypoints, (1, 1))(x)))
             x = x.reshape((*x.shape[:-3], -1))
             x = jnp.tanh(nn.LayerNorm()(nn.Dense(cfg.feature_dim)(x)))
             parts.append(x)
@@ -670,8 +695,10 @@ class _TrainFns:
 
 
 def _optimizer(cfg: BCConfig) -> optax.GradientTransformation:
-    opt = optax.adamw(cfg.lr, weight_decay=cfg.weight_decay) if cfg.weight_decay else \
-        optax.adam(cfg.lr)
+    lr: Any = cfg.lr if cfg.lr_schedule == "constant" else \
+        optax.cosine_decay_schedule(cfg.lr, cfg.steps)
+    opt = optax.adamw(lr, weight_decay=cfg.weight_decay) if cfg.weight_decay else \
+        optax.adam(lr)
     if cfg.max_grad_norm is not None:
         opt = optax.chain(optax.clip_by_global_norm(cfg.max_grad_norm), opt)
     return opt
