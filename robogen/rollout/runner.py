@@ -378,7 +378,10 @@ def finish_report(
         raise RunDirError(f"run directory {str(store.run_dir)!r} has no finished episodes")
     m = store.manifest
     kinds = {a: AXES.get(a).kind for a in m.axes if a in AXES}
-    report = build_report(results, m, policy_obs_mode=m.policy_obs_mode, axis_kinds=kinds)
+    from robogen.rollout.faults import load_faults
+
+    report = build_report(results, m, policy_obs_mode=m.policy_obs_mode, axis_kinds=kinds,
+                          faults=load_faults(store.run_dir))
     video_files: dict[str, str] = dict(keep_videos or {})
     if videos > 0:
         from robogen.rollout.replay import film_failures
