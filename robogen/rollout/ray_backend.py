@@ -478,8 +478,6 @@ class RayBackend(_Emitter):
 
     def close(self, shutdown: bool | None = None) -> None:
         """Kill the actors; shut Ray down if this backend started it (and ``shutdown``)."""
-        if self._actor_cls is None:
-            return
         for a in [*self.idle, *self.starting.values(), *(r[0] for r in self._running.values())]:
             self._kill(a)
         self.idle.clear()
@@ -487,6 +485,7 @@ class RayBackend(_Emitter):
         self._running.clear()
         self._actor_cls = None
         if (self._shutdown if shutdown is None else shutdown) and self._started_here:
+            self._started_here = False
             shutdown_ray()
 
 

@@ -71,6 +71,7 @@ def test_run_finishes_on_the_survivor_when_a_node_is_lost(cluster, tmp_path):
     assert "actor_died" in (out.run_dir / "report.md").read_text()
 
 
+@pytest.mark.slow
 def test_more_workers_than_cluster_cpus_completes_with_a_warning(cluster, tmp_path):
     cluster.add_node()
     cluster.add_node()
@@ -106,7 +107,7 @@ def test_hung_policy_ends_as_infra_timeout_and_resume_retries_it(backend, tmp_pa
     assert Counter(f.action for f in faults) == {"retried": 2, "recorded": 2}
     report = json.loads((out.run_dir / "report.json").read_text())
     nominal = next(c for c in report["conditions"] if c["condition"] == "nominal")
-    assert nominal["n_invalid"] == 1 and nominal["n_episodes"] == 2
+    assert nominal["n_invalid"] == 1 and nominal["n"] == 2
 
     flag.unlink()  # the policy works now: --resume retries the timed-out cells
     resume(out.run_dir, backend=backend, workers=2)
@@ -129,5 +130,25 @@ def test_a_worker_killed_by_the_os_is_worker_died_and_left_out(tmp_path, monkeyp
         ("nominal", 1), ("physics@1", 1)]
     report = json.loads((out.run_dir / "report.json").read_text())
     for c in report["conditions"]:
-        assert c["n_invalid"] == 1 and c["n_episodes"] == 2
+        assert c["n_invalid"] == 1 and c["n"] == 2
         assert c["mean_length"] == 20.0  # the dead episode's length 0 is not averaged in
+
+
+@pytest.mark.parametrize("flags, expected", [
+    (["--address", "127.0.0.1:1"], "no Ray cluster answers at --address '127.0.0.1:1'"),
+    (["--num-gpus-per-worker", "4"], "--num-gpus-per-worker 4 asks for GPUs"),
+    (["--unit-timeout", "0"], "unit_timeout"),
+])
+def test_cluster_setup_errors_exit_2_and_leave_no_run_dir(flags, expected, tmp_path):
+    from typer.testing import CliRunner
+
+    from robogen.cli import app
+
+    out = tmp_path / "r"
+    res = CliRunner().invoke(app, ["eval", "--env", "robogen/Reach-v0", "--policy",
+                                   "expert:reach", "--axes", "physics", "--episodes", "2",
+                                   "--max-steps", "5", "--videos", "0", "--out", str(out),
+                                   *flags])
+    text = " ".join(res.output.split())
+    assert res.exit_code == 2 and expected in text, text
+    assert not out.exists()
