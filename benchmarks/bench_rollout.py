@@ -102,11 +102,12 @@ def robogen_serial(manifest, nominal_only: bool = True) -> tuple[float, int]:
 
 def robogen_ray(manifest, workers: int) -> tuple[float, float, int]:
     """Time the Ray backend with ``workers`` actors: (run seconds, start-up seconds, steps)."""
-    from robogen.rollout.ray_backend import RayPool
+    from robogen.rollout.backend import BackendOptions
+    from robogen.rollout.ray_backend import RayBackend
 
     t_init = time.perf_counter()
-    pool = RayPool(manifest, workers)
-    pool.wait_ready()
+    pool = RayBackend(manifest, BackendOptions(workers=workers))
+    pool.start()
     init_s = time.perf_counter() - t_init
     steps = 0
 

@@ -114,6 +114,9 @@ def eval_cmd(
     workers: Annotated[int | None, typer.Option(help="Ray workers (default: CPUs).")] = None,
     address: Annotated[str | None, typer.Option(help="Existing Ray cluster address.")] = None,
     num_gpus_per_worker: Annotated[float | None, typer.Option(help="GPUs per Ray worker.")] = None,
+    unit_timeout: Annotated[float | None, typer.Option(
+        help="Wall-clock budget per work unit [s] (default: 60 s + 0.2 s per episode step); "
+             "a unit past it is retried once, then recorded as infra_timeout.")] = None,
     out: Annotated[Path | None, typer.Option(
         help="Run directory (new or empty; default ./runs/<env>-<policy>-<time>).")] = None,
     videos: Annotated[int | None, typer.Option(help="Failures filmed per axis.")] = None,
@@ -139,7 +142,8 @@ def eval_cmd(
         if clash:
             _fail(
                 f"--resume finishes the run with the settings in its manifest; drop "
-                f"{', '.join(clash)} (only --backend, --workers, --address and --videos apply)"
+                f"{', '.join(clash)} (only --backend, --workers, --address, --unit-timeout and "
+                "--videos apply)"
             )
         with ProgressBars() as bars:
             bar = bars.stage(f"resume {resume}")
@@ -151,6 +155,7 @@ def eval_cmd(
                 address=address,
                 progress=bar,
                 videos=videos,
+                unit_timeout=unit_timeout,
             )
         _print_outcome(outcome)
         return
@@ -185,6 +190,7 @@ def eval_cmd(
         workers=workers,
         address=address,
         num_gpus_per_worker=num_gpus_per_worker,
+        unit_timeout=unit_timeout,
         out=out,
         videos=videos,
         success_threshold=success_threshold,

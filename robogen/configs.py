@@ -85,9 +85,13 @@ class EvalConfig(BaseModel):
     height: int = Field(84, description="Pixel observation height [px].", ge=8, le=2048)
     camera: str | None = Field(None, description="Observation camera name; default: the env's.")
     backend: Literal["ray", "serial"] = Field("ray", description="Rollout backend.")
-    workers: int | None = Field(None, description="Ray workers; default: number of CPUs.", ge=1)
+    workers: int | None = Field(
+        None, description="Ray workers; default: the free CPUs of the cluster.", ge=1)
     address: str | None = Field(None, description="Address of an existing Ray cluster.")
     num_gpus_per_worker: float = Field(0.0, description="GPUs per Ray worker.", ge=0)
+    unit_timeout: float | None = Field(
+        None, description="Wall-clock budget of one work unit [s]; default: derived from its "
+        "steps (60 s + 0.2 s per episode step).", gt=0)
     out: Path | None = Field(
         None, description="Run directory; default: runs/<env>-<policy>-<time>."
     )

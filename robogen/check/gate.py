@@ -64,6 +64,7 @@ from robogen.check.records import (
 )
 from robogen.check.sequential import look_levels, look_schedule
 from robogen.errors import MUST_BE_IN_RANGE, InvalidSpecError
+from robogen.reports.records import INVALID_SHARE_LIMIT
 from robogen.reports.stats import wilson_interval
 from robogen.types import NOMINAL, Condition, EvalManifest
 
@@ -213,6 +214,16 @@ def _test_look(
         st = states[name]
         if name in base.not_applied or name in cand.not_applied:
             st.verdict, st.note = NOT_APPLIED, "the condition's axes changed nothing in the scene"
+            continue
+        shares = {side: d.invalid_share(name) for side, d in (("baseline", base),
+                                                               ("candidate", cand))}
+        if any(v > INVALID_SHARE_LIMIT for v in shares.values()):
+            st.verdict, st.note = INCONCLUSIVE, (
+                "too many invalid episodes (simulator or infrastructure failures: "
+                + ", ".join(f"{k} {v:.0%}" for k, v in shares.items())
+                + f"; limit {INVALID_SHARE_LIMIT:.0%}); the check cannot pass or fail on "
+                "them: fix the cause and re-run (robogen eval --resume retries infra "
+                "failures)")
             continue
         t = _condition_test(name, base, cand, margin, pair, confidence)
         if t is None:

@@ -22,7 +22,14 @@ from numpy.typing import ArrayLike, NDArray
 
 from robogen.check.records import RunInfo
 from robogen.errors import InvalidSpecError, RunDirError
-from robogen.types import NOMINAL, Condition, EpisodeResult, EvalManifest, RenderSettings
+from robogen.types import (
+    INVALID_CAUSES,
+    NOMINAL,
+    Condition,
+    EpisodeResult,
+    EvalManifest,
+    RenderSettings,
+)
 
 PROTOCOL_FIELDS = (
     "env_id", "obs_mode", "axes", "severities", "splits", "combined", "max_steps",
@@ -74,6 +81,12 @@ class RunData:
         episodes: Condition name -> per-episode outcomes; None when only a
             report.json was available (the comparison is then unpaired).
         not_applied: Conditions whose axes changed nothing in any episode.
+        invalid: Condition name -> episodes left out because the machinery failed, not
+            the policy (cause in :data:`~robogen.types.INVALID_CAUSES`); ``counts`` and
+            ``episodes`` hold valid episodes only, so a pair drops when either side's
+            episode is invalid.
+        invalid_index: Condition name -> episode indices of those invalid episodes (None
+            when only a report.json was available).
     """
 
     manifest: EvalManifest
@@ -81,6 +94,14 @@ class RunData:
     counts: Mapping[str, tuple[int, int]]
     episodes: Mapping[str, ConditionOutcomes] | None = None
     not_applied: frozenset[str] = field(default_factory=frozenset)
+    invalid: Mapping[str, int] = field(default_factory=dict)
+    invalid_index: Mapping[str, tuple[int, ...]] | None = None
+
+    def invalid_share(self, condition: str) -> float:
+        """Invalid share of the recorded episodes of ``condition`` (0 when none)."""
+        bad = self.invalid.get(condition, 0)
+        total = bad + self.counts.get(condition, (0, 0))[1]
+        return bad / total if total else 0.0
 
     @classmethod
     def from_results(
@@ -89,8 +110,11 @@ class RunData:
         """Group episode results by condition (episodes of unknown conditions are ignored)."""
         names = {c.name: c for c in manifest.conditions}
         rows: dict[str, dict[int, tuple[bool, bool]]] = {n: {} for n in names}
+        bad: dict[str, list[int]] = {n: [] for n in names}
         for r in results:
-            if r.condition in rows:
+            if r.condition in rows and r.cause in INVALID_CAUSES:
+                bad[r.condition].append(r.episode_index)
+            elif r.condition in rows:
                 applied = set(names[r.condition].axes) <= set(r.changed_axes)
                 rows[r.condition][r.episode_index] = (r.success, applied)
         episodes, counts, not_applied = {}, {}, set()
@@ -101,7 +125,9 @@ class RunData:
             counts[name] = (int(succ.sum()), int(idx.size))
             if names[name].axes and idx.size and not any(a for _, a in by_index.values()):
                 not_applied.add(name)
-        return cls(manifest, info, counts, episodes, frozenset(not_applied))
+        return cls(manifest, info, counts, episodes, frozenset(not_applied),
+                   {k: len(v) for k, v in bad.items()},
+                   {k: tuple(sorted(v)) for k, v in bad.items()})
 
     def first(self, n: int, conditions: Sequence[str] | None = None) -> RunData:
         """This run restricted to episode indices < n (of ``conditions``, others unchanged)."""
@@ -110,7 +136,12 @@ class RunData:
         names = set(self.episodes if conditions is None else conditions)
         eps = {k: (v.first(n) if k in names else v) for k, v in self.episodes.items()}
         counts = {k: (int(v.success.sum()), int(v.success.size)) for k, v in eps.items()}
-        return replace(self, episodes=eps, counts=counts)
+        idx = self.invalid_index
+        if idx is None:
+            return replace(self, episodes=eps, counts=counts)
+        kept = {k: (tuple(i for i in v if i < n) if k in names else v) for k, v in idx.items()}
+        return replace(self, episodes=eps, counts=counts, invalid_index=kept,
+                       invalid={k: len(v) for k, v in kept.items()})
 
 
 def run_data_from_arrays(
@@ -257,7 +288,8 @@ def load_saved(
         c.condition for c in report.conditions if c.axes and c.n > 0 and c.n_applied == 0
     )
     info = RunInfo(str(source), "report", m.policy, None, m.seed, m.n_episodes)
-    return RunData(m, info, counts, None, not_applied)
+    invalid = {c.condition: int(c.n_invalid) for c in report.conditions}
+    return RunData(m, info, counts, None, not_applied, invalid)
 
 
 def _protocol_view(m: EvalManifest, name: str) -> Any:

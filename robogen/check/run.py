@@ -20,7 +20,7 @@ import tomllib
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from robogen.check.gate import (
     _check_args,
@@ -48,9 +48,12 @@ from robogen.configs import EvalConfig, load_eval_config
 from robogen.errors import InvalidSpecError
 from robogen.types import EvalManifest, WorkUnit
 
+if TYPE_CHECKING:
+    from robogen.rollout.session import EvalSession
+
 ProgressFn = Callable[[int, int], None]
 
-EXECUTION_FIELDS = ("backend", "workers", "address", "num_gpus_per_worker")
+EXECUTION_FIELDS = ("backend", "workers", "address", "num_gpus_per_worker", "unit_timeout")
 """Spec fields that say how to run, not what to run; always taken from ``--spec``."""
 _IGNORED_SPEC_FIELDS = ("policy", "vecnormalize", "out", "videos", "batch_size")
 
@@ -207,7 +210,8 @@ def _evaluate(cfg: EvalConfig, uri: str, progress: ProgressFn | None,
 
 
 class _EvalSide:
-    """One evaluated side of a sequential check: its store, and a serial worker if any."""
+    """One evaluated side of a sequential check: its store and its session (workers stay
+    loaded between looks)."""
 
     def __init__(self, cfg: EvalConfig, uri: str,
                  check: Callable[[EvalManifest], None] | None = None) -> None:
@@ -216,11 +220,9 @@ class _EvalSide:
 
         self.cfg = cfg
         self.uri = uri
-        self.worker: Any = None
-        self.pool: Any = None
+        self.session: EvalSession | None = None
         assert cfg.out is not None
-        if Path(cfg.out).exists() and any(Path(cfg.out).iterdir()):
-            ResultStore.create(Path(cfg.out), None)  # type: ignore[arg-type]  # raises RunDirError
+        ResultStore.require_new(Path(cfg.out))
         with _check_flags(cfg):
             manifest = prepare(cfg)  # every setup error surfaces here, before any episode
         if check is not None:
@@ -240,24 +242,15 @@ class _EvalSide:
 
     def run(self, units: Sequence[WorkUnit]) -> None:
         """Run the units not stored yet (the policy stays loaded between looks)."""
-        from robogen.rollout.worker import EpisodeWorker
+        from robogen.rollout.backend import make_backend
+        from robogen.rollout.runner import backend_options
+        from robogen.rollout.session import EvalSession
 
-        done = self.store.done_units()
-        todo = [u for u in units if u.unit_id not in done]
-        if not todo:
-            return
-        if self.cfg.backend == "serial":
-            if self.worker is None:
-                self.worker = EpisodeWorker(self.manifest)
-            for u in todo:
-                self.store.write_unit(u.unit_id, self.worker.run_unit(u))
-        else:
-            from robogen.rollout.ray_backend import RayPool
-
-            if self.pool is None:
-                self.pool = RayPool(self.manifest, self.num_workers, address=self.cfg.address,
-                                    num_gpus_per_worker=self.cfg.num_gpus_per_worker)
-            self.pool.run(todo, lambda u, r: self.store.write_unit(u.unit_id, r))
+        if self.session is None:
+            backend = make_backend(self.manifest, backend_options(self.cfg),
+                                   max_workers=self.num_workers, keep_cluster=True)
+            self.session = EvalSession(self.store, backend)
+        self.session.run(units)
 
     def data(self) -> RunData:
         info = RunInfo(self.uri, "evaluated", self.manifest.policy, str(self.store.run_dir),
@@ -268,12 +261,9 @@ class _EvalSide:
     def finish(self) -> Path:
         from robogen.rollout.runner import finish_report
 
-        if self.worker is not None:
-            self.worker.close()
-            self.worker = None
-        if self.pool is not None:
-            self.pool.close(shutdown=False)
-            self.pool = None
+        if self.session is not None:
+            self.session.close()
+            self.session = None
         if self.store.done_units():
             finish_report(self.store, videos=0)
         return self.store.run_dir
@@ -294,10 +284,10 @@ class _EvalSource:
         ray_sides = [s for s in (baseline, candidate)
                      if isinstance(s, _EvalSide) and s.cfg.backend == "ray"]
         if ray_sides and not candidate.cfg.address:
-            from robogen.rollout.ray_backend import init_ray
+            from robogen.rollout.backend import start_ray_cluster
 
             # one local cluster with room for every side's long-lived actors
-            init_ray(None, num_cpus=sum(s.num_workers for s in ray_sides))
+            start_ray_cluster(None, num_cpus=sum(s.num_workers for s in ray_sides))
 
     def advance(self, n: int, conditions: Sequence[str]) -> tuple[RunData, RunData]:
         from robogen.rollout.runner import plan_units
@@ -512,18 +502,14 @@ def _sequential(
 
 
 def _ray_is_up() -> bool:
-    import sys
+    from robogen.rollout.backend import ray_cluster_is_up
 
-    if "ray" not in sys.modules:
-        return False
-    import ray
-
-    return bool(ray.is_initialized())
+    return ray_cluster_is_up()
 
 
 def _shutdown_ray_if_started(was_up: bool) -> None:
     """Shut down the local Ray cluster if this check started it."""
     if not was_up and _ray_is_up():
-        import ray
+        from robogen.rollout.backend import stop_ray_cluster
 
-        ray.shutdown()
+        stop_ray_cluster()

@@ -15,7 +15,9 @@ from __future__ import annotations
 
 from robogen.reports.build import build_report, failure_pairs
 from robogen.reports.records import (
+    INVALID_SHARE_LIMIT,
     REPORT_SCHEMA_VERSION,
+    STATUS_INVALID,
     STATUS_NO_DATA,
     STATUS_NOT_APPLIED,
     STATUS_NOT_OBSERVED,
@@ -39,10 +41,12 @@ from robogen.reports.stats import (
 from robogen.reports.writers import load_report, render_html, render_markdown, write_report
 
 __all__ = [
+    "INVALID_SHARE_LIMIT",
     "REPORT_SCHEMA_VERSION",
     "STATUSES",
     "STATUS_NOT_APPLIED",
     "STATUS_NOT_OBSERVED",
+    "STATUS_INVALID",
     "STATUS_NO_DATA",
     "STATUS_OK",
     "AxisGap",

@@ -21,7 +21,9 @@ import numpy as np
 
 from robogen.errors import RunDirError
 from robogen.reports.records import (
+    INVALID_SHARE_LIMIT,
     REPORT_SCHEMA_VERSION,
+    STATUS_INVALID,
     STATUS_NO_DATA,
     STATUS_NOT_APPLIED,
     STATUS_NOT_OBSERVED,
@@ -35,6 +37,7 @@ from robogen.reports.records import (
 )
 from robogen.reports.stats import DEFAULT_N_BOOT, interaction, paired_gap, wilson_interval
 from robogen.reports.sweep import BreakingPoint
+from robogen.rollout.faults import FaultRecord
 from robogen.types import (
     CAUSES,
     COMBINED,
@@ -49,6 +52,11 @@ BREAKING_N_BOOT = 2_000
 """Bootstrap resamples of a breaking point (each one refits the monotone curve)."""
 
 
+def is_invalid(r: EpisodeResult) -> bool:
+    """True if the episode's outcome is not the policy's (cause in ``INVALID_CAUSES``)."""
+    return r.cause in INVALID_CAUSES
+
+
 def build_report(
     results: Sequence[EpisodeResult],
     manifest: EvalManifest,
@@ -59,8 +67,17 @@ def build_report(
     n_boot: int = DEFAULT_N_BOOT,
     bootstrap_seed: int | None = None,
     created: str | None = None,
+    faults: Sequence[FaultRecord] = (),
 ) -> Report:
     """Summarize episode results into a :class:`Report`.
+
+    Invalid episodes (cause in :data:`~robogen.types.INVALID_CAUSES`: the simulator
+    diverged, the worker died, the unit timed out, an infrastructure call failed) say
+    nothing about the policy: they are left out of success, return, length, applied
+    counts and paired gaps (a pair drops when either episode is invalid), and counted per
+    condition in ``n_invalid``. A level where more than :data:`INVALID_SHARE_LIMIT` of
+    the episodes lose their pair this way gets status ``too many invalid episodes``
+    instead of a gap.
 
     Args:
         results: Episode results of one evaluation (any order; conditions may
@@ -75,6 +92,7 @@ def build_report(
         n_boot: Bootstrap resamples per interval.
         bootstrap_seed: Resampling seed; None uses ``manifest.seed``.
         created: Creation timestamp to record; None uses the current UTC time.
+        faults: Worker losses and retries of the run, listed in the report.
 
     Returns:
         The report.
@@ -89,7 +107,9 @@ def build_report(
     seed = manifest.seed if bootstrap_seed is None else int(bootstrap_seed)
     by_cond = _group(results, manifest)
     nominal = _nominal_condition(manifest)
-    nom_success = {r.episode_index: r.success for r in by_cond[nominal.name]}
+    nom_success = {r.episode_index: r.success for r in by_cond[nominal.name]
+                   if not is_invalid(r)}
+    nom_invalid = {r.episode_index for r in by_cond[nominal.name] if is_invalid(r)}
 
     conditions = tuple(
         _condition_stats(c, by_cond[c.name], confidence) for c in manifest.conditions
@@ -99,9 +119,8 @@ def build_report(
     for c in manifest.conditions:
         if c.name == nominal.name or not c.levels:
             continue
-        gap = _axis_gap(
-            c, by_cond[c.name], nom_success, manifest, obs_mode, kinds, confidence, n_boot, seed
-        )
+        gap = _axis_gap(c, by_cond[c.name], nom_success, nom_invalid, manifest, obs_mode,
+                        kinds, confidence, n_boot, seed)
         (singles if len(c.levels) == 1 else multis).append(gap)
 
     order = _difficulty_order(singles, manifest.axes)
@@ -127,6 +146,7 @@ def build_report(
         created=created or datetime.now(UTC).isoformat(timespec="seconds"),
         errors=_errors(results),
         breaking_points=_breaking_points(manifest, by_cond, nom_success, confidence, seed),
+        faults=tuple(faults),
     )
 
 
@@ -180,10 +200,10 @@ def failure_pairs(
     Returns:
         The chosen pairs, grouped by condition in first-seen order.
     """
-    nominal = {r.episode_index: r for r in results if not r.axes}
+    nominal = {r.episode_index: r for r in results if not r.axes and not is_invalid(r)}
     by_cond: dict[str, list[EpisodeResult]] = {}
     for r in results:
-        if r.axes and not r.success and r.episode_index in nominal:
+        if r.axes and not r.success and not is_invalid(r) and r.episode_index in nominal:
             by_cond.setdefault(r.condition, []).append(r)
     out: list[FailurePair] = []
     for name, rs in by_cond.items():
@@ -244,14 +264,15 @@ def _nominal_condition(manifest: EvalManifest) -> Condition:
 
 
 def _condition_stats(
-    c: Condition, rs: Sequence[EpisodeResult], confidence: float
+    c: Condition, recorded: Sequence[EpisodeResult], confidence: float
 ) -> ConditionStats:
+    rs = [r for r in recorded if not is_invalid(r)]
     n = len(rs)
     k = sum(r.success for r in rs)
     low, high = wilson_interval(k, n, confidence)
     returns = np.array([r.episode_return for r in rs], dtype=np.float64)
     finite = returns[np.isfinite(returns)]
-    counts = Counter(r.cause for r in rs if not r.success)
+    counts = Counter(r.cause for r in recorded if not r.success)
     causes = {cause: counts[cause] for cause in CAUSES if counts[cause]}
     n_applied = sum(all(a in r.changed_axes for a in c.axes) for r in rs)
     return ConditionStats(
@@ -269,6 +290,7 @@ def _condition_stats(
         mean_length=float(np.mean([r.length_steps for r in rs])) if n else math.nan,
         causes=causes,
         n_applied=int(n_applied),
+        n_invalid=len(recorded) - n,
     )
 
 
@@ -298,7 +320,7 @@ def _status(
 ) -> tuple[str, str]:
     n = len(rs)
     if n == 0:
-        return STATUS_NO_DATA, "no episodes of this condition recorded yet"
+        return STATUS_NO_DATA, "no valid episodes of this condition recorded yet"
     applied = {a: sum(a in r.changed_axes for r in rs) for a in c.axes}
     if all(k == 0 for k in applied.values()):
         what = f"the {c.axes[0]} axis" if len(c.axes) == 1 else f"its axes ({', '.join(c.axes)})"
@@ -335,6 +357,7 @@ def _axis_gap(
     c: Condition,
     rs: Sequence[EpisodeResult],
     nom_success: Mapping[int, bool],
+    nom_invalid: set[int],
     manifest: EvalManifest,
     obs_mode: str,
     kinds: Mapping[str, str],
@@ -342,15 +365,26 @@ def _axis_gap(
     n_boot: int,
     seed: int,
 ) -> AxisGap:
+    recorded = rs
+    rs = [r for r in recorded if not is_invalid(r)]
     status, note = _status(c, rs, obs_mode, kinds, manifest.env_id)
+    lost = [r for r in recorded if is_invalid(r) or r.episode_index in nom_invalid]
+    if recorded and len(lost) > INVALID_SHARE_LIMIT * len(recorded):
+        own = sum(is_invalid(r) for r in recorded)
+        status, note = STATUS_INVALID, (
+            f"{len(lost)} of {len(recorded)} episodes are invalid here or in their nominal "
+            f"twin ({own} here; causes: "
+            f"{', '.join(sorted({str(r.cause) for r in recorded if is_invalid(r)}) or ['–'])}"
+            f"), above the {INVALID_SHARE_LIMIT:.0%} limit: the simulator or the machinery "
+            "failed, so no gap is reported")
     paired = [
         (nom_success[r.episode_index], r.success) for r in rs if r.episode_index in nom_success
     ]
     arr = np.array(paired, dtype=bool).reshape(-1, 2)
     pg = paired_gap(arr[:, 0], arr[:, 1], n_boot=n_boot, confidence=confidence, seed=seed)
-    if pg.n == 0 and status not in (STATUS_NOT_APPLIED, STATUS_NO_DATA):
+    if pg.n == 0 and status not in (STATUS_NOT_APPLIED, STATUS_NO_DATA, STATUS_INVALID):
         status, note = STATUS_NO_DATA, "no episode index is shared with the nominal condition yet"
-    hide = status in (STATUS_NOT_APPLIED, STATUS_NO_DATA)
+    hide = status in (STATUS_NOT_APPLIED, STATUS_NO_DATA, STATUS_INVALID)
     nan = math.nan
     return AxisGap(
         condition=c.name,
@@ -406,8 +440,9 @@ def _interactions(
         if len(c.levels) < 2 or not all(lv in single_by_level for lv in c.levels):
             continue
         names = [single_by_level[lv] for lv in c.levels]
-        maps = [{r.episode_index: r.success for r in by_cond[nm]} for nm in names]
-        comb = {r.episode_index: r.success for r in by_cond[c.name]}
+        maps = [{r.episode_index: r.success for r in by_cond[nm] if not is_invalid(r)}
+                for nm in names]
+        comb = {r.episode_index: r.success for r in by_cond[c.name] if not is_invalid(r)}
         common = sorted(set(nom_success).intersection(comb, *maps))
         it = interaction(
             np.array([nom_success[i] for i in common], dtype=bool),

@@ -16,6 +16,7 @@ import numpy as np
 
 from robogen.errors import RunDirError
 from robogen.reports.sweep import BreakingPoint
+from robogen.rollout.faults import FaultRecord
 from robogen.types import EvalManifest
 
 REPORT_SCHEMA_VERSION = 1
@@ -25,10 +26,17 @@ STATUS_OK = "ok"
 STATUS_NOT_APPLIED = "not applied"
 STATUS_NOT_OBSERVED = "not observed by this policy"
 STATUS_NO_DATA = "no data"
-STATUSES = (STATUS_OK, STATUS_NOT_APPLIED, STATUS_NOT_OBSERVED, STATUS_NO_DATA)
+STATUS_INVALID = "too many invalid episodes"
+STATUSES = (STATUS_OK, STATUS_NOT_APPLIED, STATUS_NOT_OBSERVED, STATUS_NO_DATA, STATUS_INVALID)
 """Gap statuses: ``ok``; ``not applied`` (the axis changed nothing, gap hidden);
 ``not observed by this policy`` (a visual axis on a state-only policy, gap shown
-but flagged); ``no data`` (no paired episodes yet, gap hidden)."""
+but flagged); ``no data`` (no paired episodes yet, gap hidden); ``too many invalid
+episodes`` (more than :data:`INVALID_SHARE_LIMIT` of the level's episodes, or of their
+nominal twins, are invalid: the simulator or the machinery failed, gap hidden)."""
+
+INVALID_SHARE_LIMIT = 0.2
+"""Largest share of a level's episodes that may be invalid (their own or their nominal
+twin's cause in :data:`~robogen.types.INVALID_CAUSES`) for its gap to be reported."""
 
 SCHEMA_MISMATCH = (
     "report schema version {got!r} is not the supported version {want}; "
@@ -45,9 +53,10 @@ class ConditionStats:
         axes: Axes perturbed (empty for nominal).
         severity: Largest severity of the condition, in [0, 1].
         split: Value set (``all``, ``train``, ``test`` or ``mixed``).
-        n: Episodes recorded.
-        successes: Successful episodes. ``policy_error`` and ``sim_unstable``
-            episodes are failures and are counted in ``causes``.
+        n: Valid episodes: recorded episodes whose outcome is the policy's (success,
+            ``timeout``, ``terminated``, ``policy_error``); the statistics below use
+            only these.
+        successes: Successful episodes. ``policy_error`` episodes are failures.
         success_rate: ``successes / n``; NaN when n is 0.
         ci_low: Lower Wilson bound of the success rate.
         ci_high: Upper Wilson bound of the success rate.
@@ -55,8 +64,12 @@ class ConditionStats:
         std_return: Sample standard deviation (ddof=1) of finite returns; NaN below 2.
         mean_length: Mean episode length [steps].
         causes: Failure cause -> episode count (only causes that occurred).
-        n_applied: Episodes in which every axis of the condition changed the
+        n_applied: Valid episodes in which every axis of the condition changed the
             scene or state (``n`` for the nominal condition).
+        n_invalid: Recorded episodes left out of every statistic because the machinery
+            failed, not the policy (cause in :data:`~robogen.types.INVALID_CAUSES`:
+            ``sim_unstable``, ``worker_died``, ``infra_timeout``, ``infra_error``);
+            their causes are counted in ``causes`` too.
     """
 
     condition: str
@@ -73,6 +86,7 @@ class ConditionStats:
     mean_length: float
     causes: dict[str, int]
     n_applied: int
+    n_invalid: int = 0
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> ConditionStats:
@@ -223,6 +237,7 @@ class Report:
         errors: Distinct error messages of episodes that raised (``policy_error``,
             ``sim_unstable``) as ``(cause, message, count)``, most frequent first
             (at most 10).
+        faults: Worker losses and unit retries of the run (``faults.jsonl``), oldest first.
     """
 
     schema_version: int
@@ -240,6 +255,7 @@ class Report:
     created: str
     errors: tuple[tuple[str, str, int], ...] = ()
     breaking_points: tuple[BreakingPoint, ...] = ()
+    faults: tuple[FaultRecord, ...] = ()
 
     def condition(self, name: str) -> ConditionStats:
         """Stats of the condition called ``name`` (KeyError if absent)."""
@@ -286,6 +302,7 @@ class Report:
             created=str(d["created"]),
             errors=tuple((str(c), str(m), int(k)) for c, m, k in d.get("errors", ())),
             breaking_points=tuple(_breaking_point(x) for x in d.get("breaking_points", ())),
+            faults=tuple(FaultRecord.from_dict(x) for x in d.get("faults", ())),
         )
 
 
@@ -335,7 +352,8 @@ def _decode(cls: type, d: Mapping[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for f in dataclasses.fields(cls):
         if f.name not in d and f.default is not dataclasses.MISSING:
-            continue  # a field added later with a default (reports written before it)
+            out[f.name] = f.default  # a field added after the report was written
+            continue
         v = d[f.name]
         t = str(f.type)
         if t == "float":

@@ -170,8 +170,8 @@ def render_markdown(report: Report, *, videos: Mapping[str, str] | None = None) 
         out += [f"| {' | '.join(r)} |" for r in _breaking_rows(report)]
         out.append("")
     out += [
-        f"| condition | success [{ci}] | return (mean ± sd) | length | n | failures |",
-        "|---|---|---|---|---|---|",
+        f"| condition | success [{ci}] | return (mean ± sd) | length | n | invalid | failures |",
+        "|---|---|---|---|---|---|---|",
     ]
     out += [_md_condition_row(c) for c in report.conditions]
     notes = _grouped_notes(gaps)
@@ -183,8 +183,14 @@ def render_markdown(report: Report, *, videos: Mapping[str, str] | None = None) 
         ]
     if report.errors:
         n_err = sum(k for _, _, k in report.errors)
-        out += ["", f"**Errors** ({n_err} episodes raised; counted as failures)"]
+        out += ["", f"**Errors** ({n_err} episodes raised; `policy_error` counts as a failure, "
+                "invalid causes are left out)"]
         out += [f"- {k}× `{cause}`: {_md_escape(msg)}" for cause, msg, k in report.errors]
+    if report.faults:
+        out += ["", f"**Worker faults** ({len(report.faults)}; see faults.jsonl)"]
+        out += [f"- `{f.kind}` → {f.action}: unit {f.unit_id}, attempt {f.attempt}, "
+                f"{f.worker or '?'}{' on node ' + f.node[:12] if f.node else ''}: "
+                f"{_md_escape(f.error)}" for f in report.faults[:20]]
     if videos:
         out += [
             "",
@@ -252,7 +258,7 @@ def _md_interaction_row(i: InteractionStats) -> str:
 def _md_condition_row(c: ConditionStats) -> str:
     return (
         f"| {c.condition} | {_rate_ci(c)} | {_num(c.mean_return)} ± {_num(c.std_return)} "
-        f"| {_num(c.mean_length, 0)} | {c.n} | {_causes(c.causes)} |"
+        f"| {_num(c.mean_length, 0)} | {c.n} | {c.n_invalid} | {_causes(c.causes)} |"
     )
 
 
@@ -381,13 +387,15 @@ def render_html(
             f"{_num(c.mean_return)} ± {_num(c.std_return)}",
             _num(c.mean_length, 0),
             str(c.n),
+            str(c.n_invalid),
             _causes(c.causes),
         ]
         for c in report.conditions
     ]
     parts.append(
         _html_table(
-            ["condition", f"success [{ci}]", "return (mean ± sd)", "length", "n", "failures"], rows
+            ["condition", f"success [{ci}]", "return (mean ± sd)", "length", "n", "invalid",
+             "failures"], rows
         )
     )
     notes = _grouped_notes(gaps)
@@ -399,9 +407,17 @@ def render_html(
             for (status, note), conds in notes.items()
         ]
         parts.append("</ul>")
+    if report.faults:
+        parts.append("<h2>Worker faults</h2><p class=\"note\">Worker losses and unit "
+                     "retries (faults.jsonl).</p><ul>")
+        parts += [f"<li><code>{e(f.kind)}</code> &rarr; {e(f.action)}: unit {f.unit_id}, "
+                  f"attempt {f.attempt}, {e(f.worker or '?')} {e(f.node[:12])}: {e(f.error)}</li>"
+                  for f in report.faults[:50]]
+        parts.append("</ul>")
     if report.errors:
-        parts.append("<h2>Errors</h2><p class=\"note\">Episodes that raised; counted as "
-                     "failures, never dropped.</p><ul>")
+        parts.append("<h2>Errors</h2><p class=\"note\">Episodes that raised; "
+                     "<code>policy_error</code> counts as a failure, invalid causes are left "
+                     "out of the statistics; never dropped.</p><ul>")
         parts += [f"<li>{k}&times; <code>{e(cause)}</code>: {e(msg)}</li>"
                   for cause, msg, k in report.errors]
         parts.append("</ul>")

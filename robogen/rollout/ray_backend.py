@@ -1,23 +1,58 @@
-"""Ray backend: long-lived actors, one per core, each running whole work units.
+"""Ray backend: long-lived actors serving one queue of work units.
 
-``ray.init()`` starts an embedded local cluster unless ``address`` names an
-existing one. Each actor creates its envs and loads the policy once, then
-runs units handed to it one at a time (never per-step calls: inter-process
-cost per step would dominate). Results stream back as units finish. An actor
-that dies (segfault, OOM) is replaced and its unit retried once; a unit that
-kills two actors is recorded as failed episodes with cause ``sim_unstable``
-and the error, never dropped.
+``ray.init(address="local")`` starts an embedded cluster unless ``--address`` (or the
+``RAY_ADDRESS`` environment variable) names an existing one, which is then joined. Each
+actor creates its envs and loads the policy once, then runs whole units (never per-step
+calls: inter-process cost per step would dominate).
+
+Faults never hang a run (issue 8):
+
+* Units wait in one queue; whichever actor is alive and idle takes the next. An actor that
+  dies (segfault, OOM killer, its node lost) puts its unit back in the queue (at most
+  :data:`~robogen.rollout.backend.MAX_UNIT_ATTEMPTS` starts, then the episodes are
+  ``worker_died``) and a replacement is requested; a replacement the cluster cannot place
+  within the start-up timeout is dropped, and the survivors finish the run.
+* The pool is sized from the cluster's free CPUs (and GPUs); asking for more workers
+  than fit warns and uses what fits.
+* A unit past its wall-clock budget has its actor killed and replaced, and is retried,
+  then recorded as ``infra_timeout``.
+* An exception while an actor sets up (e.g. the policy's module is importable on the
+  driver only) is a :class:`~robogen.rollout.backend.WorkerSetupError` naming the
+  worker's own error, raised before any unit runs.
+
+Every loss and retry is a :class:`~robogen.rollout.faults.FaultRecord`.
 
 Ray is imported only in this module (an optional edge of the package).
 """
 
 from __future__ import annotations
 
+import math
 import os
-from collections.abc import Callable, Sequence
+import socket
+import sys
+import time
+import traceback
+import warnings
+from collections import deque
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from robogen.errors import DependencyMissingError
+from robogen.rollout.backend import (
+    DIED,
+    MAX_UNIT_ATTEMPTS,
+    TIMED_OUT,
+    BackendOptions,
+    OnUnit,
+    WorkerSetupError,
+    _Emitter,
+    failed_unit_results,
+    unit_budget_s,
+)
+from robogen.rollout.faults import FaultRecord
 from robogen.types import EpisodeResult, EvalManifest, WorkUnit, to_dict
 
 _WORKER_ENV = {
@@ -26,6 +61,45 @@ _WORKER_ENV = {
     "LP_NUM_THREADS": "0",
     "PYTHONWARNINGS": "ignore",
 }
+
+NO_CLUSTER = (
+    "no Ray cluster answers at --address {address!r} ({why}); start one with "
+    "`ray start --head --port PORT` and pass its address, or drop --address to run on an "
+    "embedded local cluster"
+)
+AUTH_REQUIRED = (
+    "the Ray cluster at {address!r} refused the connection: it has token authentication on "
+    "({why}); export the cluster's token before running robogen (RAY_AUTH_MODE=token and "
+    "RAY_AUTH_TOKEN=<token>, as printed by `ray start`), or start the cluster with "
+    "RAY_AUTH_MODE=disabled on a trusted network"
+)
+NO_GPUS = (
+    "--num-gpus-per-worker {want:g} asks for GPUs, but the Ray cluster has {have:g} GPU(s); "
+    "drop --num-gpus-per-worker or use a cluster with GPUs"
+)
+NO_ROOM = (
+    "the Ray cluster has no room for a worker: each needs {need}, the cluster has {free} free "
+    "({total} in all); free resources or add a node"
+)
+TOO_MANY = (
+    "--workers {asked} asks for more workers than the Ray cluster has room for ({free}); "
+    "running {fit}"
+)
+SETUP_FAILED = (
+    "a Ray worker failed to set up on node {node}: {error}; the driver loaded the policy, the "
+    "worker could not: make the policy's module importable there (robogen forwards the "
+    "driver's PYTHONPATH and working directory to workers on this machine; on other "
+    "machines install it or put it on their PYTHONPATH)"
+)
+NO_WORKER = (
+    "no Ray worker could be started within {timeout:g} s ({n} unit(s) left to run); the "
+    "finished units are stored, resume with robogen eval --resume RUN_DIR once the cluster "
+    "has room"
+)
+
+
+class ClusterWarning(UserWarning):
+    """The cluster cannot give what was asked (robogen runs with what it has)."""
 
 
 def _ray() -> Any:
@@ -36,171 +110,387 @@ def _ray() -> Any:
     return ray
 
 
+def _describe(e: BaseException) -> str:
+    tb = traceback.extract_tb(e.__traceback__)
+    where = f" (at {tb[-1].filename}:{tb[-1].lineno})" if tb else ""
+    msg = f"{type(e).__name__}: {e}"
+    msg = msg if len(msg) <= 800 else msg[:797] + "..."
+    return msg + where
+
+
 class _WorkerActor:
-    """Ray actor body wrapping :class:`~robogen.rollout.worker.EpisodeWorker`."""
+    """Ray actor body wrapping :class:`~robogen.rollout.worker.EpisodeWorker`.
+
+    A set-up exception is kept and returned by :meth:`ping` (the driver raises it as a
+    :class:`WorkerSetupError`), instead of killing the actor with Ray's own wrapper.
+    """
 
     def __init__(self, manifest: dict[str, Any], device: str) -> None:
-        import robogen._gl  # noqa: F401
-        from robogen._console import route_mujoco_warnings
-        from robogen.rollout.worker import EpisodeWorker
+        self._error: str | None = None
+        self._worker: Any = None
+        try:
+            import robogen._gl  # noqa: F401
+            from robogen._console import route_mujoco_warnings
+            from robogen.rollout.worker import EpisodeWorker
 
-        route_mujoco_warnings()
-        self._worker = EpisodeWorker(EvalManifest.from_dict(manifest), device=device)
+            route_mujoco_warnings()
+            self._worker = EpisodeWorker(EvalManifest.from_dict(manifest), device=device)
+        except Exception as e:  # noqa: BLE001 - reported to the driver as a set-up error
+            self._error = _describe(e)
+
+    def ping(self) -> dict[str, Any]:
+        import ray
+
+        return {"node": ray.get_runtime_context().get_node_id(), "pid": os.getpid(),
+                "error": self._error}
 
     def run_unit(self, unit: dict[str, Any]) -> list[dict[str, Any]]:
         results = self._worker.run_unit(WorkUnit.from_dict(unit))
         return [to_dict(r) for r in results]
 
-    def ping(self) -> bool:
-        return True
+
+def _check_reachable(address: str) -> None:
+    """Fail in seconds, not after Ray's ~14 minutes of retries, if nothing listens there."""
+    if address in ("auto", "local"):
+        return
+    hostport = address.split("://", 1)[-1]
+    host, _, port = hostport.rpartition(":")
+    if not host or not port.isdigit():
+        raise WorkerSetupError(NO_CLUSTER.format(address=address, why="expected HOST:PORT"))
+    try:
+        with socket.create_connection((host, int(port)), timeout=5.0):
+            pass
+    except OSError as e:
+        raise WorkerSetupError(NO_CLUSTER.format(address=address, why=e.strerror or e)) from None
+
+
+def cluster_address(address: str | None) -> str | None:
+    """The cluster to join: ``address``, else ``$RAY_ADDRESS``, else None (embedded)."""
+    return address or os.environ.get("RAY_ADDRESS") or None
+
+
+def _worker_env() -> dict[str, str]:
+    env = dict(_WORKER_ENV)
+    env["MUJOCO_GL"] = os.environ.get("MUJOCO_GL", "egl")
+    # the user's modules: the driver's PYTHONPATH and working directory, made absolute
+    paths = [str(Path(p).resolve()) for p in os.environ.get("PYTHONPATH", "").split(os.pathsep)
+             if p]
+    paths.append(os.getcwd())
+    env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(paths))
+    return env
 
 
 def init_ray(address: str | None = None, num_cpus: int | None = None) -> None:
-    """Connect to ``address`` or start an embedded local cluster (idempotent)."""
+    """Join ``address`` (or ``$RAY_ADDRESS``), or start an embedded local cluster (idempotent).
+
+    Raises:
+        WorkerSetupError: If nothing answers at the address, or it needs an auth token.
+    """
     ray = _ray()
     if ray.is_initialized():
         return
-    env_vars = dict(_WORKER_ENV)
-    env_vars["MUJOCO_GL"] = os.environ.get("MUJOCO_GL", "egl")
+    address = cluster_address(address)
     kwargs: dict[str, Any] = {
         "include_dashboard": False,
         "log_to_driver": True,
-        "runtime_env": {"env_vars": env_vars},
+        "runtime_env": {"env_vars": _worker_env()},
         "logging_level": "ERROR",
     }
     if address:
+        _check_reachable(address)
         kwargs["address"] = address
-    elif num_cpus is not None:
-        kwargs["num_cpus"] = num_cpus
-    ray.init(**kwargs)
+    else:
+        kwargs["address"] = "local"  # never a cluster some `ray start` left registered
+        os.environ.pop("RAY_ADDRESS", None)
+        if num_cpus is not None:
+            kwargs["num_cpus"] = num_cpus
+    try:
+        ray.init(**kwargs)
+    except Exception as e:  # noqa: BLE001 - Ray raises several types on a failed connect
+        text = str(e)
+        if any(w in text.lower() for w in ("auth", "token", "unauthenticated")):
+            raise WorkerSetupError(AUTH_REQUIRED.format(address=address, why=text[:200])) from e
+        if address:
+            raise WorkerSetupError(NO_CLUSTER.format(address=address, why=text[:300])) from e
+        raise
 
 
-class RayPool:
-    """Long-lived Ray actors for one manifest; run batches of units on them.
+def ray_is_up() -> bool:
+    """Whether this process is connected to a Ray cluster."""
+    return "ray" in sys.modules and bool(sys.modules["ray"].is_initialized())
+
+
+def shutdown_ray() -> None:
+    """Disconnect from Ray (stopping an embedded cluster)."""
+    if ray_is_up():
+        _ray().shutdown()
+
+
+@dataclass
+class _Actor:
+    handle: Any
+    name: str
+    started_at: float
+    ping: Any = None
+    node: str = ""
+    pid: int = 0
+
+
+def _actor_name(handle: Any) -> str:
+    try:
+        return f"ray:{handle._actor_id.hex()[:16]}"
+    except AttributeError:  # pragma: no cover - Ray internals moved
+        return "ray:?"
+
+
+class RayBackend(_Emitter):
+    """Long-lived Ray actors for one manifest serving one queue of units (see module doc).
 
     Args:
         manifest: The evaluation manifest (sent to each actor once).
-        num_workers: Number of actors (each requests one CPU).
-        address: Address of an existing cluster; None starts a local one.
-        num_gpus_per_worker: GPUs each actor requests (policies then run on ``cuda``).
+        options: Workers wanted, address, GPUs per worker and timeouts.
+        max_workers: At most this many actors (e.g. the units left to run).
+        shutdown: Shut Ray down on :meth:`close` if this backend started it.
     """
 
-    def __init__(
-        self,
-        manifest: EvalManifest,
-        num_workers: int,
-        *,
-        address: str | None = None,
-        num_gpus_per_worker: float = 0.0,
-    ) -> None:
+    def __init__(self, manifest: EvalManifest, options: BackendOptions | None = None, *,
+                 max_workers: int | None = None, shutdown: bool = True) -> None:
+        super().__init__()
+        self.manifest = manifest
+        self.options = options or BackendOptions()
+        self._max_workers = max_workers
+        self._shutdown = shutdown
+        self._started_here = False
+        self._device = "cuda" if self.options.num_gpus_per_worker > 0 else "cpu"
+        self._mdict = to_dict(manifest)
+        self._actor_cls: Any = None
+        self.size = 0
+        self.idle: deque[_Actor] = deque()
+        self.starting: dict[Any, _Actor] = {}
+        self._lost_nodes: set[str] = set()
+        self._running: dict[Any, tuple[_Actor, WorkUnit, float, float]] = {}
+
+    # ---- start-up ---------------------------------------------------------------------------
+
+    def _pool_size(self) -> int:
+        ray = _ray()
+        opts = self.options
+        total, free = ray.cluster_resources(), ray.available_resources()
+        gpus = opts.num_gpus_per_worker
+        if gpus > 0 and float(total.get("GPU", 0.0)) < gpus:
+            raise WorkerSetupError(NO_GPUS.format(want=gpus, have=float(total.get("GPU", 0.0))))
+        fit = math.floor(float(free.get("CPU", 0.0)) + 1e-9)
+        if gpus > 0:
+            fit = min(fit, math.floor(float(free.get("GPU", 0.0)) / gpus + 1e-9))
+        if fit < 1:
+            need = "1 CPU" + (f" and {gpus:g} GPU" if gpus > 0 else "")
+            shown = {k: v for k, v in free.items() if k in ("CPU", "GPU")}
+            raise WorkerSetupError(NO_ROOM.format(
+                need=need, free=shown, total={k: v for k, v in total.items()
+                                             if k in ("CPU", "GPU")}))
+        asked = opts.workers or fit
+        if asked > fit:
+            warnings.warn(TOO_MANY.format(asked=asked, free=fit, fit=fit), ClusterWarning,
+                          stacklevel=2)
+        n = min(asked, fit)
+        if self._max_workers is not None:
+            n = min(n, max(1, self._max_workers))
+        return n
+
+    def _spawn(self) -> None:
+        handle = self._actor_cls.remote(self._mdict, self._device)
+        actor = _Actor(handle, _actor_name(handle), time.monotonic())
+        actor.ping = handle.ping.remote()
+        self.starting[actor.ping] = actor
+
+    def start(self) -> None:
+        """Connect (or start a cluster), size the pool, start the actors and wait for them.
+
+        Raises:
+            WorkerSetupError: Unreachable address, missing GPUs, no room, an actor's set-up
+                exception, or no actor started within the start-up timeout.
+        """
+        if self._actor_cls is not None:
+            return
         ray = _ray()
         self._started_here = not ray.is_initialized()
-        init_ray(address, num_cpus=None if address else max(num_workers, os.cpu_count() or 1))
-        self._device = "cuda" if num_gpus_per_worker > 0 else "cpu"
-        self._actor_cls = ray.remote(num_cpus=1, num_gpus=num_gpus_per_worker)(_WorkerActor)
-        self.manifest = manifest
-        self._mdict = to_dict(manifest)
-        self.actors = [self._new_actor() for _ in range(max(1, num_workers))]
-
-    def _new_actor(self) -> Any:
-        return self._actor_cls.remote(self._mdict, self._device)
+        opts = self.options
+        embedded = cluster_address(opts.address) is None
+        init_ray(opts.address,
+                 num_cpus=max(opts.workers or 0, os.cpu_count() or 1) if embedded else None)
+        self.size = self._pool_size()
+        self._actor_cls = ray.remote(num_cpus=1, num_gpus=opts.num_gpus_per_worker,
+                                     max_restarts=0)(_WorkerActor)
+        for _ in range(self.size):
+            self._spawn()
+        deadline = time.monotonic() + opts.startup_timeout_s
+        while self.starting and time.monotonic() < deadline:
+            self._wait(list(self.starting), deadline - time.monotonic())
+        self._drop_late_starters(force=True)
+        if not self.idle:
+            raise WorkerSetupError(NO_WORKER.format(timeout=opts.startup_timeout_s, n="all"))
 
     def wait_ready(self) -> None:
-        """Block until every actor has loaded its policy and envs."""
-        _ray().get([a.ping.remote() for a in self.actors])
+        """Start the pool and block until its actors are ready (benchmarks)."""
+        self.start()
 
-    def run(
-        self, units: Sequence[WorkUnit], on_unit: Callable[[WorkUnit, list[EpisodeResult]], None]
-    ) -> None:
-        """Run ``units``, one at a time per actor, calling ``on_unit`` in the driver as each ends.
+    # ---- events -----------------------------------------------------------------------------
 
-        An actor that dies is replaced and its unit retried once; a unit that
-        kills two actors is recorded as ``sim_unstable`` failures.
+    def _wait(self, refs: list[Any], timeout: float) -> list[Any]:
+        ray = _ray()
+        if not refs:
+            time.sleep(max(0.0, min(timeout, 0.5)))
+            return []
+        ready, _ = ray.wait(refs, num_returns=1, timeout=max(0.0, min(timeout, 5.0)))
+        for ref in ready:
+            if ref in self.starting:
+                self._on_ping(ref)
+        return ready
+
+    def _on_ping(self, ref: Any) -> None:
+        ray = _ray()
+        actor = self.starting.pop(ref)
+        try:
+            info = ray.get(ref)
+        except ray.exceptions.RayActorError as e:
+            self._fault(FaultRecord.now("actor_died", action="dropped", worker=actor.name,
+                                        cause="worker_died", error=_first_line(e)))
+            self._note_lost_nodes()
+            return
+        actor.node, actor.pid = str(info["node"]), int(info["pid"])
+        if info["error"]:
+            self._kill(actor)
+            raise WorkerSetupError(SETUP_FAILED.format(node=actor.node[:12] or "?",
+                                                       error=info["error"]))
+        self.idle.append(actor)
+
+    def _drop_late_starters(self, force: bool = False) -> None:
+        now = time.monotonic()
+        for ref, actor in list(self.starting.items()):
+            if force or now - actor.started_at > self.options.startup_timeout_s:
+                del self.starting[ref]
+                self._kill(actor)
+                self._fault(FaultRecord.now(
+                    "actor_start_timeout", action="dropped", worker=actor.name,
+                    error=f"not started within {self.options.startup_timeout_s:g} s "
+                          "(the cluster could not place it)"))
+
+    def _note_lost_nodes(self) -> None:
+        ray = _ray()
+        try:
+            dead = {n["NodeID"] for n in ray.nodes() if not n.get("Alive", True)}
+        except Exception:  # noqa: BLE001 - bookkeeping only
+            return
+        for node in sorted(dead - self._lost_nodes):
+            self._lost_nodes.add(node)
+            self._fault(FaultRecord.now("node_lost", action="dropped", node=node,
+                                        cause="worker_died", error="Ray reports the node dead"))
+
+    def _kill(self, actor: _Actor) -> None:
+        try:
+            _ray().kill(actor.handle, no_restart=True)
+        except Exception:  # noqa: BLE001 - best effort (the actor may be gone already)
+            pass
+
+    # ---- the run ----------------------------------------------------------------------------
+
+    def run(self, units: Sequence[WorkUnit], on_unit: OnUnit) -> None:
+        """Run ``units`` on the pool, calling ``on_unit`` in the driver as each ends.
+
+        Raises:
+            WorkerSetupError: If an actor fails to set up, or no actor is alive and none
+                could be started within the start-up timeout.
         """
+        if not units:
+            return
+        self.start()
         ray = _ray()
-        pending = list(units)[::-1]
+        todo: deque[WorkUnit] = deque(units)
         attempts: dict[int, int] = {}
-        running: dict[Any, tuple[int, WorkUnit]] = {}
+        running = self._running
+        stalled_since: float | None = None
 
-        def submit(slot: int) -> None:
-            if pending:
-                unit = pending.pop()
-                running[self.actors[slot].run_unit.remote(to_dict(unit))] = (slot, unit)
+        def give_up_or_retry(actor: _Actor, unit: WorkUnit, kind: str, cause: str,
+                             error: str, budget: float = 0.0) -> None:
+            n = attempts[unit.unit_id]
+            last = n >= MAX_UNIT_ATTEMPTS
+            self._fault(FaultRecord.now(
+                kind, action="recorded" if last else "retried",  # type: ignore[arg-type]
+                unit_id=unit.unit_id, attempt=n, worker=actor.name, node=actor.node,
+                cause=cause, error=error))
+            if not last:
+                todo.appendleft(unit)
+                return
+            worker = f"{actor.name} on node {actor.node[:12] or '?'}"
+            msg = (TIMED_OUT.format(budget=budget, worker=worker, attempts=n)
+                   if cause == "infra_timeout"
+                   else DIED.format(worker=worker, attempts=n, error=error))
+            on_unit(unit, failed_unit_results(self.manifest, unit, cause, msg))
 
-        for slot in range(len(self.actors)):
-            submit(slot)
-        while running:
-            done, _ = ray.wait(list(running), num_returns=1)
-            slot, unit = running.pop(done[0])
-            try:
-                rows = ray.get(done[0])
-            except ray.exceptions.RayActorError as e:
+        while todo or running:
+            while self.idle and todo:
+                actor, unit = self.idle.popleft(), todo.popleft()
                 attempts[unit.unit_id] = attempts.get(unit.unit_id, 0) + 1
-                self.actors[slot] = self._new_actor()
-                if attempts[unit.unit_id] < 2:
-                    pending.append(unit)
-                else:
-                    on_unit(unit, _crashed(self.manifest, unit, e))
-                submit(slot)
-                continue
-            on_unit(unit, [EpisodeResult.from_dict(r) for r in rows])
-            submit(slot)
+                budget = unit_budget_s(self.manifest, unit, self.options.unit_timeout_s)
+                ref = actor.handle.run_unit.remote(to_dict(unit))
+                running[ref] = (actor, unit, time.monotonic(), budget)
+            alive = len(self.idle) + len(running) + len(self.starting)
+            if todo and alive < self.size:
+                for _ in range(self.size - alive):
+                    self._spawn()
+            if todo and not running and not self.idle:
+                stalled_since = stalled_since or time.monotonic()
+                if time.monotonic() - stalled_since > self.options.startup_timeout_s:
+                    self._drop_late_starters(force=True)
+                    raise WorkerSetupError(NO_WORKER.format(
+                        timeout=self.options.startup_timeout_s, n=len(todo)))
+            else:
+                stalled_since = None
+            now = time.monotonic()
+            deadlines = [t0 + b - now for _, _, t0, b in running.values()]
+            deadlines += [a.started_at + self.options.startup_timeout_s - now
+                          for a in self.starting.values()]
+            ready = self._wait(list(running) + list(self.starting),
+                               min(deadlines, default=1.0))
+            for ref in ready:
+                if ref not in running:
+                    continue
+                actor, unit, _, _ = running.pop(ref)
+                try:
+                    rows = ray.get(ref)
+                except ray.exceptions.RayActorError as e:
+                    self._note_lost_nodes()
+                    give_up_or_retry(actor, unit, "actor_died", "worker_died", _first_line(e))
+                    continue
+                except ray.exceptions.RayTaskError as e:
+                    self._kill(actor)
+                    raise e.as_instanceof_cause() from None  # a setup error of the condition
+                self.idle.append(actor)
+                on_unit(unit, [EpisodeResult.from_dict(r) for r in rows])
+            now = time.monotonic()
+            for ref, (actor, unit, t0, budget) in list(running.items()):
+                if now - t0 > budget:
+                    del running[ref]
+                    self._kill(actor)
+                    give_up_or_retry(actor, unit, "unit_timeout", "infra_timeout",
+                                     f"no result after {budget:g} s; actor killed", budget)
+            self._drop_late_starters()
 
-    def close(self, shutdown: bool = True) -> None:
-        """Kill the actors; shut Ray down if this pool started it and ``shutdown``."""
-        ray = _ray()
-        for a in self.actors:
-            try:
-                ray.kill(a)
-            except Exception:  # noqa: BLE001 - best effort
-                pass
-        self.actors = []
-        if shutdown and self._started_here:
-            ray.shutdown()
+    def close(self, shutdown: bool | None = None) -> None:
+        """Kill the actors; shut Ray down if this backend started it (and ``shutdown``)."""
+        for a in [*self.idle, *self.starting.values(), *(r[0] for r in self._running.values())]:
+            self._kill(a)
+        self.idle.clear()
+        self.starting.clear()
+        self._running.clear()
+        self._actor_cls = None
+        if (self._shutdown if shutdown is None else shutdown) and self._started_here:
+            self._started_here = False
+            shutdown_ray()
 
 
-def run_units_ray(
-    manifest: EvalManifest,
-    units: Sequence[WorkUnit],
-    on_unit: Callable[[WorkUnit, list[EpisodeResult]], None],
-    *,
-    num_workers: int,
-    address: str | None = None,
-    num_gpus_per_worker: float = 0.0,
-    shutdown: bool = True,
-) -> None:
-    """Run ``units`` on ``num_workers`` Ray actors, calling ``on_unit`` as each finishes.
-
-    Args:
-        manifest: The evaluation manifest (sent to each actor once).
-        units: Units still to run.
-        on_unit: Called in the driver with each finished unit and its results.
-        num_workers: Number of actors (each requests one CPU); capped at ``len(units)``.
-        address: Address of an existing cluster; None starts a local one.
-        num_gpus_per_worker: GPUs each actor requests (policies then run on ``cuda``).
-        shutdown: Shut Ray down at the end if this call started it.
-    """
-    if not units:
-        return
-    pool = RayPool(
-        manifest,
-        max(1, min(num_workers, len(units))),
-        address=address,
-        num_gpus_per_worker=num_gpus_per_worker,
-    )
-    try:
-        pool.run(units, on_unit)
-    finally:
-        pool.close(shutdown=shutdown)
-
-
-def _crashed(manifest: EvalManifest, unit: WorkUnit, e: BaseException) -> list[EpisodeResult]:
-    from robogen.rollout.worker import unit_result
-
-    msg = f"worker process died twice running this unit: {type(e).__name__}"
-    return [
-        unit_result(manifest, unit, i, episode_return=0.0, length_steps=0, success=False,
-                    cause="sim_unstable", error=msg, perturbations_json="[]", changed_axes=(),
-                    wall_time_s=0.0)
-        for i in unit.episode_indices
-    ]
+def _first_line(e: BaseException) -> str:
+    text = str(e).strip().splitlines()
+    head = text[0] if text else type(e).__name__
+    extra = next((ln.strip() for ln in text[1:] if "ip:" in ln or "pid:" in ln), "")
+    return f"{type(e).__name__}: {head}" + (f" ({extra})" if extra else "")

@@ -21,11 +21,16 @@ import numpy as np
 
 from robogen.configs import EvalConfig
 from robogen.errors import InvalidSpecError, RunDirError
+from robogen.rollout.backend import Backend, BackendOptions, make_backend
 from robogen.rollout.plan import build_conditions, make_units
+from robogen.rollout.session import EvalSession
 from robogen.rollout.store import ResultStore
-from robogen.types import EpisodeResult, EvalManifest, RenderSettings, WorkUnit, to_dict
+from robogen.types import EvalManifest, RenderSettings, WorkUnit, to_dict
 
 MANIFEST_SCHEMA_VERSION = 1
+
+RETRIED_ON_RESUME = ("worker_died", "infra_timeout", "infra_error")
+"""Causes whose units ``--resume`` runs again (the machinery failed; the cell may work now)."""
 
 ProgressFn = Callable[[int, int], None]
 
@@ -250,60 +255,30 @@ def _check_camera(cfg: EvalConfig, env: Any) -> None:
         raise UnknownNameError(f"camera of {cfg.env}", cfg.camera, [n for n in names if n])
 
 
-def _run(
-    store: ResultStore,
-    cfg_backend: str,
-    workers: int | None,
-    address: str | None,
-    num_gpus: float,
-    progress: ProgressFn | None,
-) -> None:
-    manifest = store.manifest
-    units = plan_units(manifest)
-    done = store.done_units()
-    todo = [u for u in units if u.unit_id not in done]
-    total = manifest.n_episodes * len(manifest.conditions)
-    count = sum(len(u.episode_indices) for u in units if u.unit_id in done)
-    if progress:
-        progress(count, total)
-
-    def on_unit(unit: WorkUnit, results: list[EpisodeResult]) -> None:
-        nonlocal count
-        store.write_unit(unit.unit_id, results)
-        count += len(results)
-        if progress:
-            progress(count, total)
-
-    if cfg_backend == "serial":
-        from robogen.rollout.worker import EpisodeWorker
-
-        worker = EpisodeWorker(manifest)
-        try:
-            for unit in todo:
-                on_unit(unit, worker.run_unit(unit))
-        finally:
-            worker.close()
-    else:
-        from robogen.rollout.ray_backend import run_units_ray
-
-        run_units_ray(
-            manifest,
-            todo,
-            on_unit,
-            num_workers=workers or (os.cpu_count() or 1),
-            address=address,
-            num_gpus_per_worker=num_gpus,
-        )
+def backend_options(cfg: EvalConfig) -> BackendOptions:
+    """The :class:`BackendOptions` of an evaluation config."""
+    return BackendOptions(kind=cfg.backend, workers=cfg.workers, address=cfg.address,
+                          num_gpus_per_worker=cfg.num_gpus_per_worker,
+                          unit_timeout_s=cfg.unit_timeout)
 
 
-def _sweep(
-    store: ResultStore,
-    backend: str,
-    workers: int | None,
-    address: str | None,
-    num_gpus: float,
-    progress: ProgressFn | None,
-) -> None:
+def run_session(store: ResultStore, options: BackendOptions,
+                progress: ProgressFn | None = None, backend: Backend | None = None,
+                rerun: frozenset[int] = frozenset()) -> None:
+    """Run the stored run's missing units (and ``rerun``) on ``backend`` or one of ``options``.
+
+    Raises:
+        WorkerSetupError: If the workers cannot start.
+    """
+    if backend is None:
+        done = store.done_units() - rerun
+        n = sum(1 for u in plan_units(store.manifest) if u.unit_id not in done)
+        backend = make_backend(store.manifest, options, max_workers=max(n, 1))
+    with EvalSession(store, backend) as session:
+        session.run(progress=progress, rerun=rerun)
+
+
+def _sweep(store: ResultStore, options: BackendOptions, progress: ProgressFn | None) -> None:
     """Severity sweep rounds: add the bisection severities of every axis, run them, repeat.
 
     New conditions are appended to the manifest (rewritten atomically before
@@ -346,7 +321,7 @@ def _sweep(
 
         write_atomic(store.run_dir / MANIFEST, json.dumps(to_dict(m), indent=2))
         store.manifest = m
-        _run(store, backend, workers, address, num_gpus, progress)
+        run_session(store, options, progress)
 
 
 def evaluate(
@@ -369,17 +344,21 @@ def evaluate(
         RunDirError: On bad input, before any episode runs or any file is written.
     """
     out = Path(cfg.out) if cfg.out else _default_out(cfg)
-    if out.exists() and not out.is_dir():
-        raise RunDirError(f"--out {str(out)!r} is a file; give a new or empty directory")
-    if out.exists() and any(out.iterdir()):
-        ResultStore.create(out, None)  # type: ignore[arg-type]  # raises the RunDirError
+    ResultStore.require_new(out)
     manifest = prepare(cfg)
     if check_manifest is not None:
         check_manifest(manifest)
-    store = ResultStore.create(out, manifest)
-    (store.run_dir / "eval_config.json").write_text(cfg.model_dump_json(indent=2))
-    _run(store, cfg.backend, cfg.workers, cfg.address, cfg.num_gpus_per_worker, progress)
-    _sweep(store, cfg.backend, cfg.workers, cfg.address, cfg.num_gpus_per_worker, progress)
+    # workers start before the run dir exists: a set-up failure leaves nothing behind
+    backend = make_backend(manifest, backend_options(cfg), max_workers=len(plan_units(manifest)))
+    try:
+        backend.start()
+        store = ResultStore.create(out, manifest)
+        (store.run_dir / "eval_config.json").write_text(cfg.model_dump_json(indent=2))
+    except BaseException:
+        backend.close()
+        raise
+    run_session(store, backend_options(cfg), progress, backend=backend)
+    _sweep(store, backend_options(cfg), progress)
     return finish_report(store, videos=cfg.videos)
 
 
@@ -391,11 +370,28 @@ def resume(
     address: str | None = None,
     progress: ProgressFn | None = None,
     videos: int | None = None,
+    unit_timeout: float | None = None,
+    retry_invalid: bool = True,
 ) -> EvalOutcome:
     """Finish a killed run: run only the units without a stored part, then report.
 
+    Units whose episodes were stored as ``worker_died`` or ``infra_timeout`` (the run
+    gave up on them) are run again when ``retry_invalid``.
+
+    Args:
+        run_dir: The run directory.
+        backend: ``ray`` or ``serial``.
+        workers: Ray workers (default: the cluster's free CPUs).
+        address: Ray cluster to join.
+        progress: Called with (episodes done, total).
+        videos: Failures filmed per axis (default: the run's setting).
+        unit_timeout: Wall-clock budget per unit [s] (default: the run's setting, else
+            derived from the unit's steps).
+        retry_invalid: Rerun units the run gave up on.
+
     Raises:
         RunDirError: If ``run_dir`` is missing, empty or corrupt.
+        WorkerSetupError: If the workers cannot start.
     """
     store = ResultStore.open(run_dir)
     store.remove_stale_temporaries()
@@ -413,8 +409,14 @@ def resume(
         saved = json.loads(cfg_path.read_text())
         n_videos = saved.get("videos", 2) if videos is None else videos
         num_gpus = float(saved.get("num_gpus_per_worker", 0.0))
-    _run(store, backend, workers, address, num_gpus, progress)
-    _sweep(store, backend, workers, address, num_gpus, progress)
+        if unit_timeout is None:
+            unit_timeout = saved.get("unit_timeout")
+    options = BackendOptions(kind=backend, workers=workers,  # type: ignore[arg-type]
+                             address=address, num_gpus_per_worker=num_gpus,
+                             unit_timeout_s=unit_timeout)
+    rerun = store.units_with_causes(RETRIED_ON_RESUME) if retry_invalid else frozenset()
+    run_session(store, options, progress, rerun=rerun)
+    _sweep(store, options, progress)
     return finish_report(store, videos=2 if n_videos is None else n_videos)
 
 
@@ -430,7 +432,10 @@ def finish_report(
         raise RunDirError(f"run directory {str(store.run_dir)!r} has no finished episodes")
     m = store.manifest
     kinds = {a: AXES.get(a).kind for a in m.axes if a in AXES}
-    report = build_report(results, m, policy_obs_mode=m.policy_obs_mode, axis_kinds=kinds)
+    from robogen.rollout.faults import load_faults
+
+    report = build_report(results, m, policy_obs_mode=m.policy_obs_mode, axis_kinds=kinds,
+                          faults=load_faults(store.run_dir))
     video_files: dict[str, str] = dict(keep_videos or {})
     if videos > 0:
         from robogen.rollout.replay import film_failures

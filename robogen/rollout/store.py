@@ -66,6 +66,25 @@ class ResultStore:
         self.run_dir = Path(run_dir)
         self.manifest = manifest
 
+    @staticmethod
+    def require_new(run_dir: Path) -> None:
+        """Check that a new run can start in ``run_dir`` (absent or an empty directory).
+
+        Raises:
+            RunDirError: If ``run_dir`` is a file, or a directory that already holds a run
+                (resume it instead) or other files.
+        """
+        run_dir = Path(run_dir)
+        if run_dir.exists() and not run_dir.is_dir():
+            raise RunDirError(f"--out {str(run_dir)!r} is a file; give a new or empty directory")
+        if run_dir.exists() and any(run_dir.iterdir()):
+            hint = (
+                f"resume it with: robogen eval --resume {run_dir}"
+                if (run_dir / MANIFEST).exists()
+                else "choose an empty or new --out directory"
+            )
+            raise RunDirError(f"run directory {str(run_dir)!r} is not empty; {hint}")
+
     @classmethod
     def create(cls, run_dir: Path, manifest: EvalManifest) -> ResultStore:
         """Start a new run directory.
@@ -74,13 +93,7 @@ class ResultStore:
             RunDirError: If ``run_dir`` already holds a run (resume it instead) or files.
         """
         run_dir = Path(run_dir)
-        if run_dir.exists() and any(run_dir.iterdir()):
-            hint = (
-                f"resume it with: robogen eval --resume {run_dir}"
-                if (run_dir / MANIFEST).exists()
-                else "choose an empty or new --out directory"
-            )
-            raise RunDirError(f"run directory {str(run_dir)!r} is not empty; {hint}")
+        cls.require_new(run_dir)
         (run_dir / EPISODES_DIR).mkdir(parents=True, exist_ok=True)
         write_atomic(run_dir / MANIFEST, json.dumps(to_dict(manifest), indent=2))
         return cls(run_dir, manifest)
@@ -135,6 +148,16 @@ class ResultStore:
         with atomic_path(path) as tmp:
             pq.write_table(table, tmp)
         return path
+
+    def units_with_causes(self, causes: Sequence[str]) -> frozenset[int]:
+        """Ids of stored units with at least one episode whose cause is in ``causes``."""
+        files = [self.part_path(u) for u in sorted(self.done_units())]
+        if not files:
+            return frozenset()
+        table = pq.read_table(files, columns=["unit_id", "cause"]).to_pydict()
+        wanted = set(causes)
+        return frozenset(int(u) for u, c in zip(table["unit_id"], table["cause"], strict=True)
+                         if c in wanted)
 
     def load_results(self) -> list[EpisodeResult]:
         """All stored episodes, ordered by (unit id, episode index).

@@ -11,8 +11,7 @@ from __future__ import annotations
 import inspect
 import json
 import time
-import traceback
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -356,22 +355,3 @@ def unit_result(manifest: EvalManifest, unit: WorkUnit, episode_index: int,
         unit_id=unit.unit_id,
         **outcome,
     )
-
-
-def run_units_serial(
-    manifest: EvalManifest, units: Sequence[WorkUnit], on_unit: Any, device: str = "cpu"
-) -> None:
-    """Serial backend: run ``units`` in this process, calling ``on_unit(unit, results)`` each."""
-    worker = EpisodeWorker(manifest, device=device)
-    try:
-        for unit in units:
-            on_unit(unit, worker.run_unit(unit))
-    finally:
-        worker.close()
-
-
-def format_exception(e: BaseException) -> str:
-    """One-line summary plus the last traceback frame, for setup errors shown to users."""
-    tb = traceback.extract_tb(e.__traceback__)
-    where = f" (at {tb[-1].filename}:{tb[-1].lineno})" if tb else ""
-    return _short_error(e) + where

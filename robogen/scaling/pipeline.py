@@ -274,7 +274,8 @@ def run_eval(
         RunDirError: If ``run_dir`` holds another evaluation.
     """
     from robogen._atomic import write_atomic
-    from robogen.rollout.runner import _run, spec_hash
+    from robogen.rollout.backend import BackendOptions
+    from robogen.rollout.runner import run_session, spec_hash
     from robogen.rollout.store import EPISODES_DIR, MANIFEST, ResultStore
     from robogen.types import to_dict
 
@@ -293,7 +294,8 @@ def run_eval(
         if run_dir.exists() and not any((run_dir / EPISODES_DIR).glob("*.parquet")):
             shutil.rmtree(run_dir)  # a run killed before its manifest landed
         store = ResultStore.create(run_dir, manifest)
-    _run(store, backend, workers, address, 0.0, progress)
+    run_session(store, BackendOptions(kind=backend, workers=workers,  # type: ignore[arg-type]
+                                      address=address), progress)
     return store.load_results()
 
 

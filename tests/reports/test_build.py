@@ -12,6 +12,7 @@ import pytest
 from robogen.errors import RunDirError
 from robogen.reports import (
     REPORT_SCHEMA_VERSION,
+    STATUS_INVALID,
     STATUS_NO_DATA,
     STATUS_NOT_APPLIED,
     STATUS_NOT_OBSERVED,
@@ -107,8 +108,8 @@ def episodes(
 def synthetic_results() -> list[EpisodeResult]:
     nom, l05, l1, phys, tex, comb = CONDITIONS
     return [
-        # 16/20 nominal successes; 19 raised in the policy, 18 diverged
-        *episodes(nom, lambda i: i < 16, causes={18: "sim_unstable", 19: "policy_error"}),
+        # 16/20 nominal successes; 19 raised in the policy, 18 ended without success
+        *episodes(nom, lambda i: i < 16, causes={18: "terminated", 19: "policy_error"}),
         # 25 episodes, but only 0..19 have a nominal twin
         *episodes(l05, lambda i: i < 14, indices=range(25)),
         *episodes(l1, lambda i: i < 10),
@@ -133,9 +134,9 @@ def test_condition_stats(report: Report) -> None:
     nom = report.condition("nominal")
     assert (nom.n, nom.successes, nom.success_rate) == (20, 16, 0.8)
     assert (nom.ci_low, nom.ci_high) == wilson_interval(16, 20)
-    assert nom.causes == {"timeout": 2, "policy_error": 1, "sim_unstable": 1}
-    # the non-finite return of the diverged episode is left out of the mean
-    assert nom.mean_return == pytest.approx((16 * 10.0 + 16 + 17 + 19) / 19)
+    assert nom.causes == {"timeout": 2, "terminated": 1, "policy_error": 1}
+    assert nom.mean_return == pytest.approx((16 * 10.0 + 16 + 17 + 18 + 19) / 20)
+    assert nom.n_invalid == 0
     assert nom.mean_length == pytest.approx((16 * 50 + 4 * 200) / 20)
     tex = report.condition("texture@1")
     assert (tex.success_rate, tex.n_applied, tex.causes) == (0.2, 20, {"timeout": 16})
@@ -254,3 +255,37 @@ def test_no_difficulty_order_when_every_gap_is_zero() -> None:
     assert r.difficulty_order == ()
     md = render_markdown(r)
     assert "all gaps 0" in md and "hardest first" not in md
+
+
+def test_invalid_episodes_are_left_out_and_a_mostly_invalid_level_has_no_gap() -> None:
+    """Issue 8 §4: sim_unstable/worker_died/infra_* say nothing about the policy."""
+    nom, l05, l1, phys, tex, comb = CONDITIONS
+    results = [
+        # nominal: 16/20 successes, but 18 diverged and 19's worker died: 16/18 valid
+        *episodes(nom, lambda i: i < 16, causes={18: "sim_unstable", 19: "worker_died"}),
+        # lighting@1: 10/20, episode 0 timed out (infra): 19 valid, 17 pairs
+        *episodes(l1, lambda i: 1 <= i < 11, causes={0: "infra_timeout"}),
+        # texture@1: 6 of 20 invalid here, plus 2 nominal twins: 8 lost > 20%
+        *episodes(tex, lambda i: i < 4,
+                  causes={i: "sim_unstable" for i in range(10, 16)}),
+    ]
+    report = build_report(results, make_manifest(CONDITIONS), axis_kinds=KINDS, n_boot=500,
+                          created="2026-01-01T00:00:00+00:00")
+    n = report.condition("nominal")
+    assert (n.n, n.n_invalid, n.successes, n.n_applied) == (18, 2, 16, 18)
+    assert n.success_rate == pytest.approx(16 / 18)
+    # the invalid episodes (length 200 here) are left out of the mean length
+    assert n.mean_length == pytest.approx((16 * 50 + 2 * 200) / 18)
+    assert n.causes == {"timeout": 2, "sim_unstable": 1, "worker_died": 1}
+    light = report.gap("lighting@1")
+    # pairs: episodes 1..17 (0 invalid here, 18 and 19 invalid in nominal); 1..10 succeed
+    # in both, 11..15 only in nominal
+    assert light.n_pairs == 17 and (light.n10, light.n01) == (5, 0)
+    assert light.gap == pytest.approx(5 / 17) and light.status == STATUS_OK
+    tex_gap = report.gap("texture@1")
+    assert tex_gap.status == STATUS_INVALID and math.isnan(tex_gap.gap)
+    assert "8 of 20" in tex_gap.note
+    assert report.condition("texture@1").n_invalid == 6
+    assert "texture" not in report.difficulty_order
+    assert all(p.cause not in ("sim_unstable", "worker_died", "infra_timeout")
+               for p in failure_pairs(results, per_condition=20))

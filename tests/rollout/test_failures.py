@@ -77,8 +77,8 @@ def test_report_rebuild_keeps_video_labels(tmp_path):
 
 def test_a_unit_whose_worker_died_is_recorded_episode_by_episode(tmp_path):
     """Ray retries a dead worker once; then every episode of the unit is a recorded failure."""
+    from robogen.rollout.backend import failed_unit_results
     from robogen.rollout.plan import episode_seed
-    from robogen.rollout.ray_backend import _crashed
     from robogen.rollout.runner import plan_units, prepare
 
     cfg = load_eval_config(None, env="robogen/Reach-v0", policy="expert:reach", episodes=6,
@@ -86,9 +86,9 @@ def test_a_unit_whose_worker_died_is_recorded_episode_by_episode(tmp_path):
                            backend="serial", videos=0, out=tmp_path / "r")
     m = prepare(cfg)
     unit = plan_units(m)[-1]
-    results = _crashed(m, unit, MemoryError())
+    results = failed_unit_results(m, unit, "worker_died", "worker died: MemoryError")
     assert [r.episode_index for r in results] == list(unit.episode_indices)
     assert [r.seed for r in results] == [episode_seed(m.seed, i) for i in unit.episode_indices]
-    assert all(not r.success and r.cause == "sim_unstable" and "MemoryError" in r.error
+    assert all(not r.success and r.cause == "worker_died" and "MemoryError" in r.error
                and r.condition == unit.condition.name and r.unit_id == unit.unit_id
                for r in results)

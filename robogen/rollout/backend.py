@@ -1,0 +1,326 @@
+"""Backends that run work units: the :class:`Backend` protocol, its options, and the serial one.
+
+A backend takes units and calls ``on_unit(unit, results)`` in the calling thread as each
+finishes; :class:`~robogen.rollout.session.EvalSession` stores them. Two implementations:
+
+* :class:`SerialBackend` (``--backend serial``): one :class:`EpisodeWorker` in this
+  process, run on a watchdog thread so that a unit past its wall-clock budget is abandoned
+  and retried on a fresh worker instead of hanging the run.
+* :class:`~robogen.rollout.ray_backend.RayBackend` (``--backend ray``): long-lived actors
+  on a Ray cluster, one shared queue of units, dead or hung actors replaced.
+
+Both give identical :class:`EpisodeResult`s for the same plan (a unit is one lockstep batch
+whichever worker runs it). Neither ever hangs: every unit has a wall-clock budget
+(:func:`unit_budget_s`); a unit past it is retried up to :data:`MAX_UNIT_ATTEMPTS` times,
+then its episodes are recorded as ``infra_timeout``. A unit whose worker died is retried
+the same way, then recorded as ``worker_died``. Every loss and retry is a
+:class:`~robogen.rollout.faults.FaultRecord` passed to the backend's ``fault_sink``.
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import threading
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future
+from concurrent.futures import TimeoutError as FutureTimeout
+from dataclasses import dataclass
+from typing import Any, Literal, Protocol
+
+from robogen.errors import InvalidSpecError, RobogenError
+from robogen.rollout.faults import FaultRecord, FaultSink
+from robogen.types import EpisodeResult, EvalManifest, WorkUnit
+
+OnUnit = Callable[[WorkUnit, list[EpisodeResult]], None]
+"""Called in the driver as ``on_unit(unit, results)`` for each finished unit."""
+
+MAX_UNIT_ATTEMPTS = 2
+"""Times a unit is started before its episodes are recorded as ``worker_died`` or
+``infra_timeout`` (one retry)."""
+
+STEP_BUDGET_S = 0.2
+"""Wall-clock budget of one env step of one episode [s] (a generous bound: a MuJoCo step
+plus a policy call and a rendered frame take milliseconds)."""
+
+UNIT_SETUP_BUDGET_S = 60.0
+"""Wall-clock allowance of a unit on top of its steps [s]: resets, scene recompiles,
+first frames, lazy JIT compilation of a policy."""
+
+DEFAULT_STARTUP_TIMEOUT_S = 300.0
+"""How long a worker may take to start (import, create its envs, load the policy) [s]."""
+
+
+def unit_budget_s(manifest: EvalManifest, unit: WorkUnit, unit_timeout_s: float | None = None
+                  ) -> float:
+    """Wall-clock budget of ``unit`` [s].
+
+    ``unit_timeout_s`` (``--unit-timeout``) when given, else
+    ``UNIT_SETUP_BUDGET_S + STEP_BUDGET_S * max_steps * len(unit.episode_indices)``
+    (the episodes of a unit are stepped in lockstep on one core).
+    """
+    if unit_timeout_s is not None:
+        return float(unit_timeout_s)
+    return UNIT_SETUP_BUDGET_S + STEP_BUDGET_S * manifest.max_steps * len(unit.episode_indices)
+
+
+@dataclass(frozen=True, slots=True)
+class BackendOptions:
+    """How to run an evaluation's units (not what to run: that is the manifest).
+
+    Attributes:
+        kind: ``ray`` or ``serial``.
+        workers: Ray actors wanted; None: the CPUs the cluster has free.
+        address: Address of an existing Ray cluster; None starts an embedded one.
+        num_gpus_per_worker: GPUs each Ray actor requests (policies then run on ``cuda``).
+        unit_timeout_s: Wall-clock budget of every unit [s]; None derives it from the
+            unit's steps (:func:`unit_budget_s`).
+        startup_timeout_s: How long a worker may take to start [s].
+    """
+
+    kind: Literal["ray", "serial"] = "ray"
+    workers: int | None = None
+    address: str | None = None
+    num_gpus_per_worker: float = 0.0
+    unit_timeout_s: float | None = None
+    startup_timeout_s: float = DEFAULT_STARTUP_TIMEOUT_S
+
+    def __post_init__(self) -> None:
+        if self.kind not in ("ray", "serial"):
+            raise InvalidSpecError(f"backend must be 'ray' or 'serial', got {self.kind!r}")
+        if self.unit_timeout_s is not None and not self.unit_timeout_s > 0:
+            raise InvalidSpecError(
+                f"--unit-timeout must be > 0 seconds, got {self.unit_timeout_s!r}")
+        if not self.startup_timeout_s > 0:
+            raise InvalidSpecError(
+                f"the worker start-up timeout must be > 0 seconds, got {self.startup_timeout_s!r}")
+
+
+class WorkerSetupError(RobogenError, RuntimeError):
+    """A worker could not start: loading the policy or creating the envs failed there, or it
+    did not start in time. Raised before any episode is stored."""
+
+
+class Backend(Protocol):
+    """Runs work units of one manifest and reports each finished unit.
+
+    ``fault_sink`` (an attribute) receives every worker loss and unit retry.
+    """
+
+    fault_sink: FaultSink | None
+
+    def start(self) -> None:
+        """Start the workers now, so set-up errors surface before anything is stored.
+
+        Raises:
+            WorkerSetupError: If a worker cannot load the policy or create its envs.
+        """
+        ...
+
+    def run(self, units: Sequence[WorkUnit], on_unit: OnUnit) -> None:
+        """Run ``units``, calling ``on_unit(unit, results)`` in this thread as each ends.
+
+        Every unit is reported exactly once; a unit that could not be run has its
+        episodes recorded with an invalid cause (``worker_died``, ``infra_timeout``).
+        """
+        ...
+
+    def close(self) -> None:
+        """Stop the workers (and what the backend started)."""
+        ...
+
+
+def failed_unit_results(manifest: EvalManifest, unit: WorkUnit, cause: str, error: str
+                        ) -> list[EpisodeResult]:
+    """One failed :class:`EpisodeResult` per episode of ``unit``, each with ``cause`` and
+    ``error`` (return 0, length 0, nothing applied): a unit that never ran to its end."""
+    from robogen.rollout.worker import unit_result
+
+    return [
+        unit_result(manifest, unit, i, episode_return=0.0, length_steps=0, success=False,
+                    cause=cause, error=error, perturbations_json="[]", changed_axes=(),
+                    wall_time_s=0.0)
+        for i in unit.episode_indices
+    ]
+
+
+TIMED_OUT = ("unit ran past its wall-clock budget of {budget:g} s on worker {worker} "
+             "({attempts} attempts); raise --unit-timeout if the policy is just slow")
+DIED = "worker {worker} died running this unit ({attempts} attempts): {error}"
+
+
+class _Emitter:
+    """Buffers fault records until a sink is attached, then forwards them."""
+
+    def __init__(self) -> None:
+        self.fault_sink: FaultSink | None = None
+        self._pending: list[FaultRecord] = []
+
+    def _fault(self, record: FaultRecord) -> None:
+        self._pending.append(record)
+        if self.fault_sink is not None:
+            for r in self._pending:
+                self.fault_sink(r)
+            self._pending.clear()
+
+
+class _UnitThread:
+    """A daemon thread that owns one :class:`EpisodeWorker` and runs units on it.
+
+    An abandoned thread (its unit hung) is left to finish or block on its own; being a
+    daemon it never keeps the process alive, and it touches nothing but its own worker.
+    """
+
+    def __init__(self, manifest: EvalManifest, device: str) -> None:
+        self._jobs: queue.SimpleQueue[tuple[WorkUnit | None, Future[Any]]] = queue.SimpleQueue()
+        self._ready: Future[None] = Future()
+        self.name = f"serial:{os.getpid()}"
+        self._thread = threading.Thread(target=self._main, args=(manifest, device),
+                                        name="robogen-serial-worker", daemon=True)
+        self._thread.start()
+
+    def _main(self, manifest: EvalManifest, device: str) -> None:
+        from robogen.rollout.worker import EpisodeWorker
+
+        try:
+            worker = EpisodeWorker(manifest, device=device)
+        except BaseException as e:  # noqa: BLE001 - handed to the driver thread
+            self._ready.set_exception(e)
+            return
+        self._ready.set_result(None)
+        try:
+            while True:
+                unit, fut = self._jobs.get()
+                if unit is None:
+                    fut.set_result(None)
+                    return
+                try:
+                    fut.set_result(worker.run_unit(unit))
+                except BaseException as e:  # noqa: BLE001 - handed to the driver thread
+                    fut.set_exception(e)
+        finally:
+            worker.close()
+
+    def wait_ready(self, timeout: float) -> None:
+        self._ready.result(timeout=timeout)
+
+    def run_unit(self, unit: WorkUnit, timeout: float) -> list[EpisodeResult]:
+        fut: Future[list[EpisodeResult]] = Future()
+        self._jobs.put((unit, fut))
+        return fut.result(timeout=timeout)
+
+    def stop(self) -> None:
+        self._jobs.put((None, Future()))
+
+
+class SerialBackend(_Emitter):
+    """Runs units one after another in this process (debugging, tests, small runs).
+
+    The worker runs on a watchdog thread: the driver waits for each unit at most its
+    budget (:func:`unit_budget_s`); on expiry the hung worker is abandoned, a fresh one
+    loaded, and the unit retried (at most :data:`MAX_UNIT_ATTEMPTS` starts), then its
+    episodes are recorded as ``infra_timeout``.
+
+    Args:
+        manifest: The evaluation manifest.
+        options: Timeouts (``kind``/``workers``/``address`` are not used here).
+        device: Device of the policy (``cpu`` or ``cuda``).
+    """
+
+    def __init__(self, manifest: EvalManifest, options: BackendOptions | None = None,
+                 device: str = "cpu") -> None:
+        super().__init__()
+        self.manifest = manifest
+        self.options = options or BackendOptions(kind="serial")
+        self._device = device
+        self._worker: _UnitThread | None = None
+
+    def start(self) -> None:
+        """Load the policy and envs (exceptions of the set-up propagate unchanged)."""
+        if self._worker is not None:
+            return
+        worker = _UnitThread(self.manifest, self._device)
+        try:
+            worker.wait_ready(self.options.startup_timeout_s)
+        except FutureTimeout:
+            raise WorkerSetupError(
+                f"the serial worker did not finish loading the policy and envs within "
+                f"{self.options.startup_timeout_s:g} s") from None
+        self._worker = worker
+
+    def run(self, units: Sequence[WorkUnit], on_unit: OnUnit) -> None:
+        """Run ``units`` in order (see :class:`SerialBackend`)."""
+        for unit in units:
+            budget = unit_budget_s(self.manifest, unit, self.options.unit_timeout_s)
+            results: list[EpisodeResult] | None = None
+            for attempt in range(1, MAX_UNIT_ATTEMPTS + 1):
+                self.start()
+                assert self._worker is not None
+                name = self._worker.name
+                try:
+                    results = self._worker.run_unit(unit, timeout=budget)
+                    break
+                except FutureTimeout:
+                    self._worker.stop()  # it ends if the unit ever returns
+                    self._worker = None
+                    last = attempt == MAX_UNIT_ATTEMPTS
+                    self._fault(FaultRecord.now(
+                        "unit_timeout", unit_id=unit.unit_id, attempt=attempt, worker=name,
+                        cause="infra_timeout", action="recorded" if last else "retried",
+                        error=f"no result after {budget:g} s"))
+            if results is None:
+                results = failed_unit_results(
+                    self.manifest, unit, "infra_timeout",
+                    TIMED_OUT.format(budget=budget, worker=name, attempts=MAX_UNIT_ATTEMPTS))
+            on_unit(unit, results)
+
+    def close(self) -> None:
+        if self._worker is not None:
+            self._worker.stop()
+            self._worker = None
+
+
+def make_backend(manifest: EvalManifest, options: BackendOptions, *,
+                 max_workers: int | None = None, keep_cluster: bool = False) -> Backend:
+    """The backend ``options.kind`` names, for ``manifest``.
+
+    Args:
+        manifest: The evaluation manifest.
+        options: Backend options.
+        max_workers: At most this many workers (e.g. the number of units to run).
+        keep_cluster: Leave a Ray cluster this backend started running on close (several
+            backends of one process share it).
+    """
+    device = "cuda" if options.num_gpus_per_worker > 0 else "cpu"
+    if options.kind == "serial":
+        return SerialBackend(manifest, options, device=device)
+    from robogen.rollout.ray_backend import RayBackend
+
+    return RayBackend(manifest, options, max_workers=max_workers, shutdown=not keep_cluster)
+
+
+def ray_cluster_is_up() -> bool:
+    """Whether this process is connected to a Ray cluster (without importing Ray)."""
+    import sys
+
+    if "ray" not in sys.modules:
+        return False
+    from robogen.rollout.ray_backend import ray_is_up
+
+    return ray_is_up()
+
+
+def start_ray_cluster(address: str | None, num_cpus: int | None) -> None:
+    """Join ``address`` or start an embedded cluster of ``num_cpus`` CPUs, shared by several
+    Ray backends of this process (e.g. both sides of ``robogen check``)."""
+    from robogen.rollout.ray_backend import init_ray
+
+    init_ray(address, num_cpus=num_cpus)
+
+
+def stop_ray_cluster() -> None:
+    """Disconnect from Ray (stopping an embedded cluster)."""
+    if ray_cluster_is_up():
+        from robogen.rollout.ray_backend import shutdown_ray
+
+        shutdown_ray()
