@@ -1,4 +1,4 @@
-"""Records say what the scene got, not what was sampled: clipped pose offsets, placed distractors."""
+"""Records say what the scene got, not what was sampled: clipped offsets, placed distractors."""
 
 from __future__ import annotations
 
