@@ -25,7 +25,7 @@ def piped_eval(tmp_path_factory):
          "--policy", f"sb3:{CKPT / 'ppo_reacher.zip'}",
          "--vecnormalize", str(CKPT / "ppo_reacher_vecnormalize.pkl"),
          "--axes", "lighting,object_pose,physics", "--severities", "1", "--episodes", "12",
-         "--seed", "0", "--backend", "serial", "--videos", "0", "--out", str(out)],
+         "--seed", "0", "--backend", "serial", "--videos", "1", "--out", str(out)],
         capture_output=True, text=True, env=env, timeout=600, check=False,
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -67,3 +67,28 @@ def test_summary_table_hardest_axis_first_then_report_paths(piped_eval):
     # the report paths come last, html first
     tail = [ln.strip() for ln in lines if ln.strip()][-3:]
     assert tail == [f"report.{k}: {out / f'report.{k}'}" for k in ("html", "md", "json")]
+
+
+def test_run_records_actions_reward_policy_load_and_video_layout(piped_eval):
+    import imageio.v2 as iio
+
+    _, _, out = piped_eval
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["deterministic_actions"] is True
+    assert manifest["reward_source"] == "raw env reward"
+    assert manifest["policy_load"]["replaced"] == ["learning_rate", "lr_schedule", "clip_range"]
+    assert manifest["policy_load"]["saved_versions"]["Stable-Baselines3"] == "2.9.2"
+    md = (out / "report.md").read_text()
+    assert "actions deterministic · return: raw env reward" in md
+    assert ("loading the checkpoint replaced its training-only entries learning_rate, "
+            "lr_schedule, clip_range") in md
+    videos = sorted((out / "videos").glob("*.mp4"))
+    assert videos
+    for video in videos:
+        info = json.loads(video.with_suffix(".json").read_text())
+        reader = iio.get_reader(video)
+        frame = reader.get_data(0)
+        reader.close()
+        assert list(frame.shape[:2]) == info["padded_size"]
+        assert info["render_sizes"] == [[128, 128], [128, 128]] and info["scale"] == 2
+        assert f"rendered 128x128 px, x2, {info['size'][0]}x{info['size'][1]} padded" in md
