@@ -13,7 +13,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 CKPT = ROOT / "robogen" / "assets" / "checkpoints"
-pytestmark = pytest.mark.filterwarnings("ignore:os.fork:RuntimeWarning")  # the CLI runs by fork+exec
+pytestmark = pytest.mark.filterwarnings("ignore:os.fork:RuntimeWarning")  # CLI by fork+exec
 
 
 @pytest.fixture(scope="module")
