@@ -45,29 +45,31 @@ def _floats(value: str | None, name: str) -> list[float] | None:
 
 
 def _print_outcome(outcome: Any) -> None:
+    """The run's summary table (hardest axis first), warnings, then the report paths."""
     from rich.console import Console
 
     c = Console()
-    c.print(f"[bold green]done:[/] {outcome.n_episodes} episodes in {outcome.run_dir}")
-    for kind in ("md", "html", "json"):
-        if kind in outcome.files:
-            c.print(f"  report.{kind}: {outcome.files[kind]}")
+    c.print(f"[bold green]done:[/] {outcome.n_episodes} episodes in {outcome.run_dir}",
+            highlight=False)
     rj = outcome.files.get("json")
     if rj and Path(rj).exists():
-        import json
+        from robogen.reports.terminal import print_summary
+        from robogen.reports.writers import load_report
 
-        errors = json.loads(Path(rj).read_text()).get("errors") or []
-        n_err = sum(int(k) for _, _, k in errors)
+        report = _guard(load_report, Path(rj))
+        c.print()
+        print_summary(report, c)
+        n_err = sum(k for _, _, k in report.errors)
         if n_err:
             c.print(
                 f"[bold yellow]warning:[/] {n_err} of {outcome.n_episodes} episodes raised "
-                f"(counted as failures); most frequent: {errors[0][1]}",
+                f"(see report.md); most frequent: {report.errors[0][1]}",
                 highlight=False,
             )
-    md = outcome.files.get("md")
-    if md and Path(md).exists():
-        c.print()
-        c.print(Path(md).read_text(), markup=False, highlight=False)
+    c.print()
+    for kind in ("html", "md", "json"):
+        if kind in outcome.files:
+            c.print(f"  report.{kind}: {outcome.files[kind]}", highlight=False, soft_wrap=True)
 
 
 @app.command("eval")

@@ -1,13 +1,36 @@
-"""Progress bars for long commands (rich): one bar per stage, done / total, elapsed and ETA."""
+"""Progress of long commands (rich): one line per stage with done / total and an ETA.
+
+On a terminal each stage is a live rich bar whose label is shortened to fit the
+console width, so the counts and the ETA are never cut (CI runners and ``make``
+often report 80 columns). When the output is not a terminal (a pipe, a CI log,
+``make demo | cat``) rich cannot redraw a bar, so each stage prints plain lines
+instead: at its first update, at every tenth of the total, at least every
+:data:`LOG_INTERVAL_S` seconds while it advances, and when it ends. Either way
+the elapsed time and the ETA come from rich's own estimate.
+"""
 
 from __future__ import annotations
 
+import re
+import time
 from collections.abc import Callable, Mapping
+from datetime import timedelta
 from typing import Any
+
+LOG_INTERVAL_S = 30.0
+"""Longest gap between two plain progress lines of an advancing stage [s]."""
+BAR_WIDTH = 10
+"""Width of the bar on terminals narrower than 100 columns [characters]."""
+WIDE_BAR_WIDTH = 30
+"""Width of the bar on terminals of 100 columns or more [characters]."""
+MIN_LOG_LABEL = 24
+"""Fewest characters a plain progress line gives its stage label."""
+ELLIPSIS = "…"
+_ENV_ID = re.compile(r"[\w.-]+/[\w.:-]+-v\d+")
 
 
 class ProgressBars:
-    """A rich progress display with one bar per named stage, shown from its first update.
+    """Progress of named stages, each shown from its first update.
 
     Use as a context manager; pass :meth:`stage` (``(done, total)`` callback) or
     the object itself (``(stage, done, total)``) as the ``progress`` argument of
@@ -15,52 +38,176 @@ class ProgressBars:
 
     Args:
         units: Unit shown after each stage's name (``{"train": "steps"}``); default ``episodes``.
-        console: A ``rich.console.Console`` to draw on (default: rich's own).
+        console: A ``rich.console.Console`` to draw on (default: rich's own, on stdout).
+            A terminal console gets live bars; any other gets plain lines.
+        log_interval_s: Longest gap between plain lines of an advancing stage [s].
     """
 
-    def __init__(self, units: Mapping[str, str] | None = None, console: Any = None) -> None:
+    def __init__(self, units: Mapping[str, str] | None = None, console: Any = None,
+                 *, log_interval_s: float = LOG_INTERVAL_S) -> None:
         self._units = dict(units or {})
         self._console = console
+        self._interval = float(log_interval_s)
         self._p: Any = None
+        self._live = False
         self._tasks: dict[str, Any] = {}
+        self._logged: dict[str, tuple[int, int, float]] = {}  # stage -> (done, tenth, time)
 
     def __enter__(self) -> ProgressBars:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        if self._p is not None:
+        if self._p is None:
+            return
+        if self._live:
             self._p.__exit__(*exc)
+            return
+        for stage, task in self._tasks.items():  # the last state of an unfinished stage
+            if self._logged.get(stage, (-1,))[0] != int(self._task(task).completed):
+                self._log(stage)
 
     def __call__(self, stage: str, done: int, total: int) -> None:
         if self._p is None:
-            from rich.progress import (
-                BarColumn,
-                MofNCompleteColumn,
-                Progress,
-                TextColumn,
-                TimeElapsedColumn,
-                TimeRemainingColumn,
-            )
-
-            kw = {"console": self._console} if self._console is not None else {}
-            self._p = Progress(TextColumn("{task.description}"), BarColumn(),
-                               MofNCompleteColumn(), TimeElapsedColumn(), TextColumn("ETA"),
-                               TimeRemainingColumn(), **kw)
-            self._p.__enter__()
+            self._start()
         if stage not in self._tasks:
-            desc = f"{_shorten(stage)} ({self._units.get(stage, 'episodes')})"
+            desc = self._label(stage, total) if self._live else stage
             self._tasks[stage] = self._p.add_task(desc, total=total, completed=done)
         else:
             self._p.update(self._tasks[stage], completed=done, total=total)
+        if not self._live:
+            self._maybe_log(stage, done, total)
 
     def stage(self, name: str) -> Callable[[int, int], None]:
         """The ``(done, total)`` callback of stage ``name``."""
         return lambda done, total: self(name, done, total)
+
+    # -- internals ---------------------------------------------------------------------------
+
+    def _start(self) -> None:
+        from rich.console import Console
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TextColumn,
+            TimeElapsedColumn,
+            TimeRemainingColumn,
+        )
+        from rich.table import Column
+
+        if self._console is None:
+            self._console = Console()
+        c = self._console
+        self._live = bool(c.is_terminal and not c.is_dumb_terminal)
+        if not self._live:  # rich keeps the counts and the speed estimate; lines are ours
+            self._p = Progress(console=c, disable=True)
+            return
+        fixed = {"no_wrap": True, "overflow": "ignore"}
+        columns: list[Any] = [
+            TextColumn("{task.description}", markup=False,
+                       table_column=Column(no_wrap=True, overflow="ellipsis")),
+            BarColumn(bar_width=self._bar_width()),
+            MofNCompleteColumn(table_column=Column(**fixed)),
+        ]
+        if self._show_elapsed():
+            columns.append(TimeElapsedColumn(table_column=Column(**fixed)))
+        columns += [TextColumn("ETA", table_column=Column(**fixed)),
+                    TimeRemainingColumn(table_column=Column(**fixed))]
+        self._p = Progress(*columns, console=c)
+        self._p.__enter__()
+
+    def _bar_width(self) -> int:
+        return WIDE_BAR_WIDTH if self._console.width >= 100 else BAR_WIDTH
+
+    def _show_elapsed(self) -> bool:
+        return bool(self._console.width >= 100)
+
+    def _label(self, stage: str, total: int) -> str:
+        """``stage (unit)`` shortened to the width the bar, counts and times leave."""
+        counts = 2 * len(str(total)) + 1
+        times = (3 + 1) + 7 + (7 + 1 if self._show_elapsed() else 0)  # "ETA", H:MM:SS
+        room = self._console.width - 2 - (self._bar_width() + 1) - (counts + 1) - times
+        return fit_label(stage, self._units.get(stage, "episodes"), room)
+
+    def _task(self, task_id: Any) -> Any:
+        return self._p.tasks[[t.id for t in self._p.tasks].index(task_id)]
+
+    def _maybe_log(self, stage: str, done: int, total: int) -> None:
+        last = self._logged.get(stage)
+        tenth = 10 * done // total if total > 0 else 0
+        now = time.monotonic()
+        if (last is None or (done == total and last[0] != done) or tenth > last[1]
+                or (done != last[0] and now - last[2] >= self._interval)):
+            self._log(stage)
+
+    def _log(self, stage: str) -> None:
+        t = self._task(self._tasks[stage])
+        done, total = int(t.completed), int(t.total or 0)
+        unit = self._units.get(stage, "episodes")
+        end = "done" if total and done >= total else f"ETA {_clock(t.time_remaining)}"
+        tail = f": {done}/{total} {unit} in {_clock(t.elapsed)}, {end}"
+        longest = len(f": {total}/{total} {unit} in 0:00:00, ETA 0:00:00")
+        label = fit_label(stage, "", max(MIN_LOG_LABEL, self._console.width - 1 - longest))
+        self._console.print(label + tail, markup=False, highlight=False, soft_wrap=True)
+        self._logged[stage] = (done, 10 * done // total if total > 0 else 0, time.monotonic())
+
+
+def _clock(seconds: float | None) -> str:
+    """``H:MM:SS`` as rich's time columns show it; ``-:--:--`` when unknown."""
+    if seconds is None:
+        return "-:--:--"
+    return str(timedelta(seconds=max(0, int(seconds))))
+
+
+def fit_label(name: str, unit: str, width: int) -> str:
+    """``name (unit)`` in at most ``width`` characters, shortened in readable steps.
+
+    Each `` / ``-separated part of ``name`` that is a path (``sb3:/a/b/ppo.zip``) is
+    first cut to its file name (``sb3:ppo.zip``), then env namespaces are dropped
+    (``gymnasium/Reacher-v5`` -> ``Reacher-v5``), then the name is cut in the middle
+    with an ellipsis; the unit goes last.
+
+    Args:
+        name: Stage name, e.g. ``"gymnasium/Reacher-v5 / sb3:/x/ppo_reacher.zip"``.
+        unit: Unit shown in parentheses (``episodes``).
+        width: Most characters the label may take (at least 1 is used).
+
+    Returns:
+        The label, ``len(label) <= max(width, 1)``.
+    """
+    width = max(1, width)
+    suffix = f" ({unit})" if unit else ""
+    parts = name.split(" / ")
+    candidates = [parts, [_basename(p) for p in parts],
+                  [_drop_namespace(_basename(p)) for p in parts]]
+    for c in candidates:
+        text = " / ".join(c)
+        if len(text) + len(suffix) <= width:
+            return text + suffix
+    text = " / ".join(candidates[-1])
+    if len(suffix) * 2 <= width:
+        return _shorten(text, width - len(suffix)) + suffix
+    return _shorten(text + suffix, width)
+
+
+def _basename(part: str) -> str:
+    """``scheme:/a/b/file`` -> ``scheme:file``; anything else unchanged."""
+    scheme, sep, rest = part.partition(":")
+    if not sep or "/" not in rest:
+        return part
+    return f"{scheme}:{rest.rstrip('/').rsplit('/', 1)[-1]}"
+
+
+def _drop_namespace(part: str) -> str:
+    """``gymnasium/Reacher-v5`` -> ``Reacher-v5``; anything but an env id unchanged."""
+    return part.split("/", 1)[1] if _ENV_ID.fullmatch(part) else part
 
 
 def _shorten(text: str, width: int = 40) -> str:
     """``text`` cut in the middle to ``width`` characters (long paths keep both ends)."""
     if len(text) <= width:
         return text
+    if width <= 1:
+        return ELLIPSIS[:width]
     head = (width - 1) // 2
-    return text[:head] + "…" + text[-(width - 1 - head):]
+    return text[:head] + ELLIPSIS + text[-(width - 1 - head):]

@@ -250,6 +250,45 @@ class RenderSettings:
         return cls(**d)
 
 
+REWARD_SOURCE_ENV = "raw env reward"
+"""``EvalManifest.reward_source`` of every robogen run: an episode's return is the sum of
+the env's own ``step`` rewards, unscaled (SB3 ``VecNormalize`` statistics normalize the
+policy's observations only, never the recorded reward)."""
+
+MANIFEST_RECORD_ONLY: tuple[str, ...] = ("deterministic_actions", "reward_source", "policy_load")
+"""Manifest fields recorded for readers but left out of ``spec_hash``: facts this version
+of robogen fixes (or that describe the checkpoint, not the protocol), so a manifest
+written before they existed keeps its hash."""
+
+
+@dataclass(frozen=True, slots=True)
+class PolicyLoadInfo:
+    """How a policy checkpoint was loaded; recorded in the manifest (not hashed).
+
+    Attributes:
+        replaced: Entries of the checkpoint replaced by placeholders at load because
+            inference never uses them (SB3: ``lr_schedule``, ``clip_range``, ...: training
+            schedules saved as pickled closures, which often fail to unpickle under
+            other Python versions).
+        saved_versions: Package versions the checkpoint was saved with (SB3: its
+            ``system_info.txt``), e.g. ``{"Python": "3.10.12", "Stable-Baselines3": "2.3.2",
+            "PyTorch": "2.3.1"}``; empty when the checkpoint does not say.
+        current_versions: The same packages in this process.
+    """
+
+    replaced: tuple[str, ...] = ()
+    saved_versions: dict[str, str] = field(default_factory=dict)
+    current_versions: dict[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> PolicyLoadInfo:
+        return cls(
+            replaced=tuple(str(x) for x in d.get("replaced", ())),
+            saved_versions={str(k): str(v) for k, v in d.get("saved_versions", {}).items()},
+            current_versions={str(k): str(v) for k, v in d.get("current_versions", {}).items()},
+        )
+
+
 @dataclass(frozen=True, slots=True)
 class EvalManifest:
     """Everything that determines an evaluation's episodes; stored as manifest.json.
@@ -280,6 +319,12 @@ class EvalManifest:
         success_rule: The env's success predicate in words (shown in reports).
         breaking_levels: Fractions of nominal success whose breaking points a
             severity sweep locates; empty for a fixed grid of severities.
+        deterministic_actions: Whether the policy was asked for deterministic
+            actions (``act(obs, deterministic=True)``: a stochastic policy's mode).
+            Not hashed (:data:`MANIFEST_RECORD_ONLY`).
+        reward_source: What an episode's return sums (:data:`REWARD_SOURCE_ENV`).
+            Not hashed.
+        policy_load: How the checkpoint was loaded (:class:`PolicyLoadInfo`). Not hashed.
     """
 
     schema_version: int
@@ -304,6 +349,9 @@ class EvalManifest:
     policy_obs_mode: str = "state"
     success_rule: str = ""
     breaking_levels: tuple[float, ...] = ()
+    deterministic_actions: bool = True
+    reward_source: str = REWARD_SOURCE_ENV
+    policy_load: PolicyLoadInfo = field(default_factory=PolicyLoadInfo)
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> EvalManifest:
@@ -330,4 +378,7 @@ class EvalManifest:
             policy_obs_mode=str(d.get("policy_obs_mode", "state")),
             success_rule=str(d.get("success_rule", "")),
             breaking_levels=tuple(float(x) for x in d.get("breaking_levels", ())),
+            deterministic_actions=bool(d.get("deterministic_actions", True)),
+            reward_source=str(d.get("reward_source", REWARD_SOURCE_ENV)),
+            policy_load=PolicyLoadInfo.from_dict(d.get("policy_load") or {}),
         )

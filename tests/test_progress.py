@@ -1,35 +1,107 @@
 from __future__ import annotations
 
 import io
+import re
 
+import pytest
 from rich.console import Console
 
-from robogen.progress import ProgressBars
+from robogen.progress import ProgressBars, fit_label
+
+LONG = "gymnasium/Reacher-v5 / sb3:/home/someone/robogen/assets/checkpoints/ppo_reacher.zip"
+
+
+def _terminal(width: int) -> tuple[Console, io.StringIO]:
+    out = io.StringIO()
+    return Console(file=out, width=width, force_terminal=True, color_system=None), out
+
+
+def _lines(out: io.StringIO) -> list[str]:
+    """Rendered lines with rich's cursor control codes removed."""
+    text = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", out.getvalue())
+    return [ln for ln in re.split(r"[\r\n]", text) if ln.strip()]
 
 
 def test_bars_per_stage_show_done_of_total_and_unit():
-    out = io.StringIO()
-    with ProgressBars({"train": "steps"}, console=Console(file=out, width=120)) as bars:
+    console, out = _terminal(120)
+    with ProgressBars({"train": "steps"}, console=console) as bars:
         bars.stage("collect")(2, 4)
         bars("train", 30, 100)
         bars.stage("collect")(4, 4)
-    text = out.getvalue()
+    text = "\n".join(_lines(out))
     assert "collect (episodes)" in text and "4/4" in text
     assert "train (steps)" in text and "30/100" in text
 
 
 def test_nothing_is_drawn_without_updates():
-    out = io.StringIO()
-    with ProgressBars(console=Console(file=out)):
-        pass
-    assert out.getvalue() == ""
+    for console in (Console(file=io.StringIO()), _terminal(80)[0]):
+        with ProgressBars(console=console):
+            pass
+        assert console.file.getvalue() == ""
 
 
-def test_long_stage_names_keep_both_ends_and_the_counts_fit():
+@pytest.mark.parametrize("width", [80, 60, 120])
+def test_terminal_bar_keeps_counts_and_eta_whole_at_any_width(width):
+    console, out = _terminal(width)
+    with ProgressBars(console=console) as bars:
+        bars(LONG, 0, 3600)
+        bars(LONG, 1360, 3600)
+    last = _lines(out)[-1]
+    assert len(last) <= width
+    # counts and ETA columns are never cut; only the label may carry an ellipsis
+    assert re.search(r" 1360/3600 (\d+:\d\d:\d\d )?ETA (-:--:--|\d+:\d\d:\d\d)$", last), last
+    assert "…" not in last.split("━")[-1]
+    if width >= 80:  # room enough for the readable short label, no ellipsis at all
+        assert "Reacher-v5 / sb3:ppo_reacher.zip (episodes)" in last, last
+        assert "…" not in last
+
+
+def test_plain_lines_when_not_a_terminal_fit_80_columns():
     out = io.StringIO()
+    console = Console(file=out, width=80)  # a StringIO is not a terminal: a pipe, a CI log
+    with ProgressBars(console=console) as bars:
+        for done in range(0, 3601, 90):
+            bars(LONG, done, 3600)
+    lines = out.getvalue().splitlines()
+    # first update, every tenth, the end: 11 lines, not one per update (41)
+    assert len(lines) == 11, lines
+    assert lines[0].startswith("Reacher-v5 / sb3:ppo_reacher.zip: 0/3600 episodes in 0:00:0")
+    assert re.search(r": 1440/3600 episodes in \d+:\d\d:\d\d, ETA (-:--:--|\d+:\d\d:\d\d)$",
+                     lines[4]), lines[4]
+    assert re.search(r": 3600/3600 episodes in \d+:\d\d:\d\d, done$", lines[-1]), lines[-1]
+    assert all(len(ln) <= 80 and "…" not in ln for ln in lines)
+
+
+def test_plain_lines_also_every_interval_and_the_last_state_of_an_unfinished_stage():
+    out = io.StringIO()
+    with ProgressBars(console=Console(file=out, width=80), log_interval_s=0.0) as bars:
+        for done in (0, 1, 2, 3):
+            bars("collect", done, 1000)
+    assert [ln.split(": ")[1].split(" in ")[0] for ln in out.getvalue().splitlines()] == [
+        "0/1000 episodes", "1/1000 episodes", "2/1000 episodes", "3/1000 episodes"]
+    out = io.StringIO()
+    with ProgressBars(console=Console(file=out, width=80)) as bars:
+        bars("collect", 0, 1000)
+        bars("collect", 7, 1000)  # not a tenth, not 30 s later: shown when the stage ends
+    assert out.getvalue().splitlines()[-1].startswith("collect: 7/1000 episodes in ")
+
+
+def test_a_label_with_markup_like_text_is_shown_as_is():
+    console, out = _terminal(100)
+    with ProgressBars(console=console) as bars:
+        bars("python:pol[bold].py:make", 1, 2)
+    assert "python:pol[bold].py:make (episodes)" in "\n".join(_lines(out))
+
+
+def test_fit_label_shortens_in_readable_steps():
+    assert fit_label(LONG, "episodes", 200) == LONG + " (episodes)"
+    assert fit_label(LONG, "episodes", 55) == (
+        "gymnasium/Reacher-v5 / sb3:ppo_reacher.zip (episodes)")
+    assert fit_label(LONG, "episodes", 45) == "Reacher-v5 / sb3:ppo_reacher.zip (episodes)"
+    short = fit_label(LONG, "episodes", 30)
+    assert len(short) == 30 and short.endswith("… (episodes)") is False
+    assert short.endswith(" (episodes)") and "…" in short
     name = "robogen/PickPlace-v0 / python:/home/someone/projects/very/long/path/policies.py:make"
-    with ProgressBars(console=Console(file=out, width=100)) as bars:
-        bars(name, 3, 8)
-    text = out.getvalue()
-    assert "robogen/PickPlace" in text and "policies.py:make" in text and "…" in text
-    assert "3/8" in text and "ETA" in text
+    assert fit_label(name, "", 50) == "robogen/PickPlace-v0 / python:policies.py:make"
+    assert fit_label("python:pkg.mod:factory", "", 40) == "python:pkg.mod:factory"
+    assert len(fit_label(LONG, "episodes", 5)) <= 5

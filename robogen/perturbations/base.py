@@ -91,12 +91,28 @@ class Perturbation(ABC):  # noqa: B024 - every stage has a no-op default
         """Edit ``data`` after the env's reset. Returns True if anything changed."""
         return False
 
+    def apply_state_and_record(
+        self, model: mujoco.MjModel, data: mujoco.MjData, scene: MujocoScene
+    ) -> tuple[bool, dict[str, Any]]:
+        """:meth:`apply_state`, plus what the scene got, as a JSON-compatible dict.
+
+        The wrapper calls this one (after the env's reset, with the perturbed model
+        installed) and records a non-empty dict as ``applied`` next to the sampled
+        ``values``: what was asked and what took effect can differ (an offset
+        clipped to a joint range, a distractor that found no free spot). Axes whose
+        values always apply as sampled keep the default (nothing recorded).
+
+        Returns:
+            ``(changed, applied)``.
+        """
+        return self.apply_state(model, data, scene), {}
+
     def textures_touched(self, model: mujoco.MjModel) -> tuple[int, ...]:
         """Texture ids whose ``tex_data`` ``apply_model`` writes (re-uploaded by the wrapper)."""
         return ()
 
     def to_record(self) -> dict[str, Any]:
-        """JSON-compatible record ``{"axis", "type", "values"}``."""
+        """JSON-compatible record ``{"axis", "type", "values"}`` of the sampled values."""
         values = json.loads(json.dumps(dataclasses.asdict(self), default=float))  # type: ignore[call-overload]
         return {"axis": self.axis, "type": type(self).__name__, "values": values}
 

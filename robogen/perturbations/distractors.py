@@ -24,6 +24,9 @@ boxes of collidable bodies on slide-joint pose dofs stretched over the dofs' ran
 distractor with no free candidate is not shown. Distractors rest
 :data:`CLEARANCE` above the support, so none starts in contact.
 
+Recorded: ``values`` holds every distractor sampled; ``applied`` only those
+placed, with their world centres, and how many were asked (``requested``).
+
 Count and kind: ``n`` grows with severity, up to every slot (6 in spec mode)
 at severity 1; distractors are visual-only up to severity
 :data:`PHYSICAL_ABOVE` and physical (collidable, immovable) above it.
@@ -38,7 +41,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import mujoco
 import numpy as np
@@ -263,8 +266,32 @@ class DistractorsPerturbation(Perturbation):
 
     def apply_state(self, model: mujoco.MjModel, data: mujoco.MjData, scene: MujocoScene) -> bool:
         """Slots: move each shown slot to its first free candidate on the support."""
+        return self.apply_state_and_record(model, data, scene)[0]
+
+    def apply_state_and_record(
+        self, model: mujoco.MjModel, data: mujoco.MjData, scene: MujocoScene
+    ) -> tuple[bool, dict[str, Any]]:
+        """Slots: place the shown slots (as :meth:`apply_state`); record the distractors placed.
+
+        A distractor with no free candidate is not shown, so the record lists only
+        the placed ones. In spec mode they were placed by :meth:`edit_spec` and are
+        read back from the installed model (geoms named ``SPEC_PREFIX + k``).
+
+        Returns:
+            ``(changed, applied)`` with ``applied = {"requested": n, "placed": k,
+            "items": [...]}``: per placed distractor its ``item`` index in ``values``,
+            ``shape``, ``pos`` (world centre [m]), ``yaw_rad``, ``rgb``, ``size`` [m]
+            and, in slot mode, its ``slot`` body.
+        """
+        if self.mode == "spec":
+            placed = []
+            for k, item in enumerate(self.items):
+                g = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_GEOM, f"{SPEC_PREFIX}{k}")
+                if g >= 0:
+                    placed.append(_placed(k, item, model.geom_pos[g]))
+            return False, self._record(placed)
         if self.mode != "slots" or not self.items:
-            return False
+            return False, self._record([])
         region = scene.roles.distractor_region
         assert region is not None
         mujoco.mj_kinematics(model, data)
@@ -273,14 +300,26 @@ class DistractorsPerturbation(Perturbation):
             model, mujoco.mjtObj.mjOBJ_BODY, scene.roles.distractor_slots, "distractor slot"))
         centres = _place(self.items, float(region[4]), _obstacles(model, data, scene, all_slots))
         moved = False
-        for (body, _), item, centre in zip(pairs, self.items, centres, strict=True):
+        placed = []
+        for k, ((body, _), item, centre) in enumerate(zip(pairs, self.items, centres,
+                                                          strict=True)):
             if centre is None:
                 continue
             mocap = int(model.body_mocapid[body])
             data.mocap_pos[mocap] = centre
             data.mocap_quat[mocap] = item.quat()
             moved = True
-        return moved
+            placed.append({**_placed(k, item, centre), "slot": model.body(body).name})
+        return moved, self._record(placed)
+
+    def _record(self, placed: list[dict[str, Any]]) -> dict[str, Any]:
+        return {"requested": len(self.items), "placed": len(placed), "items": placed}
+
+
+def _placed(k: int, item: DistractorItem, centre: Any) -> dict[str, Any]:
+    """JSON record of distractor ``k`` placed with its centre at ``centre`` [m]."""
+    return {"item": k, "shape": item.shape, "pos": [float(x) for x in centre],
+            "yaw_rad": item.yaw_rad, "rgb": list(item.rgb), "size": list(item.size)}
 
 
 @register_axis("distractors")

@@ -10,12 +10,16 @@ observation.
 
 Splits: the displacement directions form sign vectors of even (train) or odd
 (test) parity: disjoint value sets.
+
+Recorded: ``values`` holds the offsets as sampled; ``applied`` the offsets the
+state got after clipping, a ``clipped`` flag per dof and the realized initial
+coordinate (see :meth:`ObjectPosePerturbation.apply_state_and_record`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import mujoco
 import numpy as np
@@ -63,7 +67,25 @@ class ObjectPosePerturbation(Perturbation):
 
     def apply_state(self, model: mujoco.MjModel, data: mujoco.MjData, scene: MujocoScene) -> bool:
         """Displace and clip each degree of freedom in ``data``."""
+        return self.apply_state_and_record(model, data, scene)[0]
+
+    def apply_state_and_record(
+        self, model: mujoco.MjModel, data: mujoco.MjData, scene: MujocoScene
+    ) -> tuple[bool, dict[str, Any]]:
+        """Displace and clip each degree of freedom in ``data``; record what was applied.
+
+        Returns:
+            ``(changed, applied)`` with ``applied = {"offsets": [...], "n_clipped": k}``:
+            per dof its ``target``, ``index``, ``kind``, the ``requested`` offset, the
+            ``offset`` applied after clipping to ``[low, high]`` [m or rad], ``clipped``
+            (True when a bound cut the requested offset) and ``initial``, the realized
+            coordinate the episode starts from (``qpos`` or ``mocap_pos`` component).
+
+        Raises:
+            SceneError: On a pose dof that names no joint or mocap body of ``model``.
+        """
         changed = False
+        rows: list[dict[str, Any]] = []
         for p in self.offsets:
             if p.kind == "mocap":
                 (body,) = u.ids_of(model, mujoco.mjtObj.mjOBJ_BODY, (p.target,), "pose body")
@@ -80,10 +102,14 @@ class ObjectPosePerturbation(Perturbation):
             old = float(arr[idx])
             lo = -np.inf if p.low is None else p.low
             hi = np.inf if p.high is None else p.high
-            new = float(np.clip(old + p.offset, lo, hi))
+            wanted = old + p.offset
+            new = float(np.clip(wanted, lo, hi))
             arr[idx] = new
             changed |= new != old
-        return changed
+            rows.append({"target": p.target, "index": int(p.index), "kind": p.kind,
+                         "requested": float(p.offset), "offset": new - old,
+                         "clipped": bool(new != wanted), "initial": float(arr[idx])})
+        return changed, {"offsets": rows, "n_clipped": sum(r["clipped"] for r in rows)}
 
 
 @register_axis("object_pose")

@@ -21,8 +21,12 @@ At ``reset`` (never per step) the wrapper:
 5. resets the wrapped env with ``seed``;
 6. applies ``apply_state`` of each perturbation; if any changed the state, runs
    ``mj_forward`` and takes the observation again from ``scene.observe()``;
-7. reports ``info["robogen"]["perturbations"]`` (records with ``changed``) and
-   ``info["robogen"]["changed_axes"]``.
+7. reports ``info["robogen"]["perturbations"]`` and ``info["robogen"]["changed_axes"]``.
+   Each record holds the sampled ``values``, ``changed``, and, for axes whose
+   effect can differ from what was sampled, ``applied``: what the scene got
+   (``object_pose``: each offset after clipping, a ``clipped`` flag and the
+   realized initial coordinate; ``distractors``: only the distractors placed,
+   and how many were asked).
 
 Edits are always *nominal ∘ value*, so resets never compound (the
 composable-variation design of dm_control's ``composer.variation``).
@@ -240,10 +244,12 @@ class PerturbedEnv(gym.Wrapper[Any, Any, Any, Any], gym.utils.RecordConstructorA
         # (6) state edits
         model, data = scene.model, scene.data
         state_changed = False
+        applied: list[dict[str, Any]] = []
         for i, p in enumerate(perts):
-            c = bool(p.apply_state(model, data, scene))
-            state_changed |= c
-            changed[i] = changed[i] or c
+            c, what = p.apply_state_and_record(model, data, scene)
+            state_changed |= bool(c)
+            changed[i] = changed[i] or bool(c)
+            applied.append(what)
         if state_changed:
             mujoco.mj_forward(model, data)
             obs = scene.observe()
@@ -251,7 +257,8 @@ class PerturbedEnv(gym.Wrapper[Any, Any, Any, Any], gym.utils.RecordConstructorA
         self._steps = 0
         self._last = tuple(perts)
         # (7) records
-        records = [{**p.to_record(), "changed": c} for p, c in zip(perts, changed, strict=True)]
+        records = [{**p.to_record(), "changed": c, **({"applied": a} if a else {})}
+                   for p, c, a in zip(perts, changed, applied, strict=True)]
         info = dict(info)
         robogen_info = dict(info.get("robogen") or {})
         robogen_info["perturbations"] = records

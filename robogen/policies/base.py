@@ -14,14 +14,15 @@ Action batches: ``(B, act_dim) float32`` in the env's action space.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import numpy as np
 
 from robogen.errors import InvalidSpecError, SpaceMismatchError
 from robogen.registry import Registry
+from robogen.types import PolicyLoadInfo
 
 if TYPE_CHECKING:
     import gymnasium as gym
@@ -30,9 +31,11 @@ if TYPE_CHECKING:
 
 OBS_MODES = ("state", "pixels", "state+pixels")
 SPACE_MISMATCH = (
-    "policy {policy!r} does not fit env {env_id!r}: the policy's {which} space is {policy_space} "
-    "but the env's is {env_space}. {hint}"
+    "policy {policy!r} does not fit env {env_id!r}{made_with}: the policy's {which} space is "
+    "{policy_space} but the env's is {env_space}. {hint}"
 )
+MADE_WITH = " (made with non-default env_kwargs {kwargs})"
+"""Part of :data:`SPACE_MISMATCH` naming the env's non-default constructor arguments."""
 
 
 @runtime_checkable
@@ -79,6 +82,24 @@ class PrivilegedPolicy(Policy, Protocol):
         ...
 
 
+@runtime_checkable
+class RecordsLoad(Policy, Protocol):
+    """A policy that says how its checkpoint was loaded (recorded in the run's manifest).
+
+    Attributes:
+        load_info: Entries replaced at load and the saved vs current package versions.
+    """
+
+    load_info: PolicyLoadInfo
+
+
+def policy_load_info(policy: Any) -> PolicyLoadInfo:
+    """``policy.load_info`` of a :class:`RecordsLoad` policy, else an empty record."""
+    if isinstance(policy, RecordsLoad) and isinstance(policy.load_info, PolicyLoadInfo):
+        return policy.load_info
+    return PolicyLoadInfo()
+
+
 @dataclass(frozen=True, slots=True)
 class LoadContext:
     """What a policy loader may know about the env it will act in.
@@ -90,6 +111,9 @@ class LoadContext:
         obs_mode: The env's observation mode.
         vecnormalize: Path of SB3 VecNormalize statistics, if given.
         device: Torch/JAX device for the policy (``cpu``, ``cuda``).
+        env_kwargs: The env's constructor arguments that differ from their defaults
+            (:func:`non_default_env_kwargs`); named in space-mismatch errors, since
+            they may change the spaces (``exclude_current_positions_from_observation``).
     """
 
     env_id: str
@@ -98,6 +122,58 @@ class LoadContext:
     obs_mode: str = "state"
     vecnormalize: str | None = None
     device: str = "cpu"
+    env_kwargs: Mapping[str, Any] = field(default_factory=dict)
+
+
+def non_default_env_kwargs(env: Any) -> dict[str, Any]:
+    """Constructor arguments of ``env``'s base env that differ from the constructor's defaults.
+
+    Read from ``env.unwrapped.spec.kwargs`` (what ``gymnasium.make`` passed) and
+    compared with the defaults in the entry point's signature; an argument without
+    a default, or whose entry point cannot be inspected, counts as non-default.
+
+    Returns:
+        ``{name: value}`` in the order gymnasium recorded them; empty without a spec.
+    """
+    import inspect
+
+    spec = getattr(getattr(env, "unwrapped", env), "spec", None)
+    kwargs = dict(getattr(spec, "kwargs", None) or {})
+    if not kwargs:
+        return {}
+    try:
+        import gymnasium as gym
+
+        entry = spec.entry_point
+        creator = gym.envs.registration.load_env_creator(entry) if isinstance(entry, str) \
+            else entry
+        params = inspect.signature(creator).parameters
+    except Exception:  # noqa: BLE001 - any entry point we cannot inspect: report every kwarg
+        params = {}
+    out = {}
+    for k, v in kwargs.items():
+        p = params.get(k)
+        if p is not None and p.default is not inspect.Parameter.empty and _same(p.default, v):
+            continue
+        out[k] = v
+    return out
+
+
+def _same(a: Any, b: Any) -> bool:
+    if isinstance(a, bool) or isinstance(b, bool):
+        return a is b
+    if isinstance(a, list | tuple) and isinstance(b, list | tuple):  # JSON turns tuples to lists
+        a, b = list(a), list(b)
+    try:
+        return bool(a == b)
+    except Exception:  # noqa: BLE001 - arrays and odd objects compare ambiguously
+        return False
+
+
+def _made_with(ctx: LoadContext) -> str:
+    if not ctx.env_kwargs:
+        return ""
+    return MADE_WITH.format(kwargs=", ".join(f"{k}={v!r}" for k, v in ctx.env_kwargs.items()))
 
 
 PolicyLoader = Callable[[str, LoadContext], Policy]
@@ -150,6 +226,7 @@ def check_compatible(policy: Policy, ctx: LoadContext, uri: str) -> None:
             SPACE_MISMATCH.format(
                 policy=uri,
                 env_id=ctx.env_id,
+                made_with=_made_with(ctx),
                 which="observation",
                 policy_space=_describe(p_obs),
                 env_space=_describe(e_obs),
@@ -166,6 +243,7 @@ def check_compatible(policy: Policy, ctx: LoadContext, uri: str) -> None:
             SPACE_MISMATCH.format(
                 policy=uri,
                 env_id=ctx.env_id,
+                made_with=_made_with(ctx),
                 which="action",
                 policy_space=_describe(p_act),
                 env_space=_describe(e_act),

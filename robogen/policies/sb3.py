@@ -15,6 +15,15 @@ Observation normalization:
     ``"vecnormalize": true`` without statistics is a :class:`CheckpointError`
     that names the file to pass.
 
+Recorded:
+    Loading replaces training-only entries (learning-rate and clip-range schedules,
+    pickled closures that inference never uses); the policy's ``load_info`` names
+    them with the Python/SB3/torch versions the zip was saved with (its
+    ``system_info.txt``) and the current ones, and the run's manifest keeps it. A
+    checkpoint that does not load raises a :class:`CheckpointError` naming both
+    version sets, and, for weights that do not fit the network, the first
+    mismatching parameter instead of torch's raw text.
+
 Images:
     SB3 stores image policies channel-first (``VecTransposeImage``); channel-last
     env images ``(B, H, W, 3)`` are transposed to ``(B, 3, H, W)`` when the
@@ -23,8 +32,10 @@ Images:
 
 from __future__ import annotations
 
+import io
 import json
 import pickle
+import re
 import zipfile
 from collections.abc import Sequence
 from pathlib import Path
@@ -39,6 +50,7 @@ from robogen.policies.base import (
     check_compatible,
     register_policy_scheme,
 )
+from robogen.types import PolicyLoadInfo
 
 ALGOS = ("ppo", "a2c", "sac", "td3", "dqn")
 CHECKPOINT_MISSING = "SB3 checkpoint {path} {what}; expected a .zip written by model.save()"
@@ -62,6 +74,21 @@ VECNORMALIZE_SHAPE = (
     "{uri!r} takes {policy_space} and env {env_id!r} gives {env_space}; pass the statistics saved "
     "with this checkpoint"
 )
+WEIGHTS_MISMATCH = (
+    "SB3 checkpoint {path}: its network weights (policy.pth) do not fit the network its data "
+    "entry describes ({detail}); {versions}. The zip was assembled from two different models "
+    "or saved by an incompatible Stable-Baselines3; re-save it with model.save()"
+)
+LOAD_FAILED = (
+    "SB3 checkpoint {path} cannot be loaded ({why}); {versions}. Load it where it was saved "
+    "and re-save it with model.save() under the current versions"
+)
+VERSIONS = "saved with {saved}; running {current}"
+VERSIONS_DIFFER = " (different: {names})"
+SYSTEM_INFO = "system_info.txt"
+"""Entry of an SB3 zip holding the versions it was saved with (``- Python: 3.11.7`` lines)."""
+VERSION_KEYS = ("Python", "Stable-Baselines3", "PyTorch")
+"""Packages whose saved and current versions are recorded and named in load errors."""
 _SB3_POLICY_MODULES = {
     "stable_baselines3.sac.policies": "sac",
     "stable_baselines3.td3.policies": "td3",
@@ -70,7 +97,7 @@ _SB3_POLICY_MODULES = {
 
 
 class SB3Policy:
-    """A loaded SB3 model acting on batches.
+    """A loaded SB3 model acting on batches (a :class:`~robogen.policies.base.RecordsLoad`).
 
     Attributes:
         model: The SB3 algorithm instance (``PPO``, ``SAC``, ...).
@@ -82,11 +109,14 @@ class SB3Policy:
         vecnormalize: The loaded ``VecNormalize`` statistics, or None.
         transposes_images: True: channel-last env images are transposed for a
             channel-first policy space.
+        load_info: Training-only entries replaced at load and the saved vs current
+            Python/SB3/torch versions (recorded in the run's manifest).
     """
 
     transposes_images = True
 
-    def __init__(self, model: Any, algo: str, path: Path, vecnormalize: Any = None) -> None:
+    def __init__(self, model: Any, algo: str, path: Path, vecnormalize: Any = None,
+                 load_info: PolicyLoadInfo | None = None) -> None:
         self.model = model
         self.algo = algo
         self.path = path
@@ -94,6 +124,7 @@ class SB3Policy:
         self.action_space = model.action_space
         self.obs_mode = _infer_obs_mode(self.observation_space)
         self.vecnormalize = vecnormalize
+        self.load_info = load_info if load_info is not None else PolicyLoadInfo()
 
     def reset(self, slots: Sequence[int]) -> None:
         """No per-episode state (feed-forward policies)."""
@@ -256,14 +287,119 @@ _CUSTOM_OBJECTS = {
 }
 
 
+def saved_versions(path: Path) -> dict[str, str]:
+    """Versions of :data:`VERSION_KEYS` an SB3 zip was saved with (its ``system_info.txt``).
+
+    Returns:
+        ``{"Python": "3.11.7", "Stable-Baselines3": "2.9.2", "PyTorch": "2.13.0+cpu"}``
+        (the keys found); empty if the zip has no readable ``system_info.txt``.
+    """
+    try:
+        with zipfile.ZipFile(path) as zf:
+            text = zf.read(SYSTEM_INFO).decode("utf-8", "replace")
+    except (zipfile.BadZipFile, KeyError, OSError):
+        return {}
+    out = {}
+    for line in text.splitlines():
+        key, sep, value = line.lstrip("- ").partition(":")
+        if sep and key.strip() in VERSION_KEYS:
+            out[key.strip()] = value.strip().split(" ")[0]
+    return out
+
+
+def current_versions() -> dict[str, str]:
+    """Versions of :data:`VERSION_KEYS` in this process."""
+    import platform
+
+    import stable_baselines3
+    import torch
+
+    return {"Python": platform.python_version(), "Stable-Baselines3": stable_baselines3.__version__,
+            "PyTorch": str(torch.__version__)}
+
+
+def replaced_entries(path: Path) -> tuple[str, ...]:
+    """Entries of the zip's ``data`` that :func:`load_model` replaces (training-only schedules)."""
+    try:
+        with zipfile.ZipFile(path) as zf:
+            data = json.loads(zf.read("data"))
+    except (zipfile.BadZipFile, KeyError, ValueError, OSError):
+        return ()
+    return tuple(k for k in _CUSTOM_OBJECTS if k in data)
+
+
+def describe_versions(saved: dict[str, str], current: dict[str, str]) -> str:
+    """``saved with Python 3.10.12, ...; running Python 3.11.7, ... (different: Python)``."""
+    def text(d: dict[str, str]) -> str:
+        return ", ".join(f"{k} {d[k]}" for k in VERSION_KEYS if k in d) or "unknown versions"
+
+    out = VERSIONS.format(saved=text(saved) if saved else f"unknown versions (no {SYSTEM_INFO})",
+                          current=text(current))
+    differ = [k for k in VERSION_KEYS if k in saved and k in current and saved[k] != current[k]]
+    return out + (VERSIONS_DIFFER.format(names=", ".join(differ)) if differ else "")
+
+
+_SIZE_MISMATCH = re.compile(
+    r"size mismatch for ([\w.]+): copying a param with shape torch\.Size\(\[([^\]]*)\]\) "
+    r"from checkpoint, the shape in current model is torch\.Size\(\[([^\]]*)\]\)")
+_KEYS = re.compile(r'(Missing|Unexpected) key\(s\) in state_dict: ((?:"[^"]*"(?:, )?)+)')
+
+
+def _weights_detail(message: str) -> str | None:
+    """A short account of torch's ``load_state_dict`` error, or None if it is not one."""
+    if "state_dict" not in message:
+        return None
+    parts = []
+    sizes = _SIZE_MISMATCH.findall(message)
+    if sizes:
+        name, saved, current = sizes[0]
+        more = f" (and {len(sizes) - 1} more)" if len(sizes) > 1 else ""
+        parts.append(f"size mismatch: {name} is ({saved}) in the weights but ({current}) in "
+                     f"the network{more}")
+    for kind, keys in _KEYS.findall(message):
+        names = re.findall(r'"([^"]*)"', keys)
+        shown = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+        parts.append(f"{kind.lower()} parameters: {shown}")
+    return "; ".join(parts) or message.splitlines()[0][:300]
+
+
+def _short(e: BaseException) -> str:
+    """``Type: first sentence`` of an exception (torch's texts run to paragraphs)."""
+    first = (str(e).strip().splitlines() or [""])[0].split(". ")[0]
+    return f"{type(e).__name__}: {first[:200]}"
+
+
+def _unreadable_entry(path: Path) -> str | None:
+    """``policy.pth is not a readable torch file (...)`` for the first such entry, or None."""
+    import torch
+
+    try:
+        with zipfile.ZipFile(path) as zf:
+            entries = [(n, zf.read(n)) for n in zf.namelist() if n.endswith(".pth")]
+    except (zipfile.BadZipFile, OSError):
+        return None
+    for name, raw in entries:
+        try:
+            torch.load(io.BytesIO(raw), map_location="cpu", weights_only=True)
+        except Exception as e:  # noqa: BLE001 - torch raises many types on bad bytes
+            return f"{name} is not a readable torch file ({_short(e)})"
+    return None
+
+
 def load_model(path: Path, device: str = "cpu") -> tuple[Any, str]:
     """Load an SB3 zip, detecting its algorithm.
+
+    Training-only entries (learning-rate and clip-range schedules, saved as
+    pickled closures that often fail to unpickle elsewhere) are replaced by
+    placeholders; :func:`replaced_entries` names them.
 
     Returns:
         ``(model, algo)``.
 
     Raises:
-        CheckpointError: If the file is missing, corrupt, or no algorithm loads it.
+        CheckpointError: If the file is missing, corrupt, or no algorithm loads it;
+            the message names the saved and current Python/SB3/torch versions, and,
+            when the weights do not fit the network, the first mismatching parameter.
     """
     import torch
 
@@ -271,15 +407,23 @@ def load_model(path: Path, device: str = "cpu") -> tuple[Any, str]:
     algo = detect_algo(path)
     classes = _algo_classes()
     order = [algo] if algo else list(ALGOS)
-    errors = []
+    errors: list[tuple[str, BaseException]] = []
     for name in order:
         try:
             model = classes[name].load(str(path), device=device, custom_objects=_CUSTOM_OBJECTS)
         except Exception as e:  # noqa: BLE001 - SB3/torch raise many types on bad input
-            errors.append(f"{name}: {type(e).__name__}: {e}")
+            errors.append((name, e))
             continue
         return model, name
-    raise CheckpointError(CHECKPOINT_CORRUPT.format(path=path, why="; ".join(errors)))
+    versions = describe_versions(saved_versions(path), current_versions())
+    for _, e in errors:
+        detail = _weights_detail(str(e))
+        if detail is not None:
+            raise CheckpointError(WEIGHTS_MISMATCH.format(path=path, detail=detail,
+                                                          versions=versions)) from e
+    why = _unreadable_entry(path) or "; ".join(f"{name}: {_short(e)}" for name, e in errors)
+    raise CheckpointError(LOAD_FAILED.format(path=path, why=why, versions=versions)) from (
+        errors[-1][1] if errors else None)
 
 
 @register_policy_scheme("sb3")
@@ -308,7 +452,9 @@ def load_sb3(rest: str, ctx: LoadContext) -> SB3Policy:
         path = with_zip
     model, algo = load_model(path, ctx.device)
     uri = f"sb3:{rest}"
-    policy = SB3Policy(model, algo, path)
+    info = PolicyLoadInfo(replaced=replaced_entries(path), saved_versions=saved_versions(path),
+                          current_versions=current_versions())
+    policy = SB3Policy(model, algo, path, load_info=info)
     check_compatible(policy, ctx, uri)
     trained_vn = trained_with_vecnormalize(model, algo)
     if ctx.vecnormalize is None:

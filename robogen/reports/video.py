@@ -7,10 +7,14 @@ file, so no font package is needed beyond matplotlib's bundled DejaVu Sans.
 
 from __future__ import annotations
 
+import dataclasses
 import io
+import json
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -39,19 +43,102 @@ BAD_FRAMES = (
 )
 
 
+@dataclass(frozen=True, slots=True)
+class VideoInfo:
+    """How a side-by-side video was composed; written next to it as ``<name>.json``.
+
+    Attributes:
+        render_sizes: ``(height, width)`` [px] of the nominal and the perturbed
+            frames as rendered.
+        scale: Integer upscale factor (nearest neighbour) applied to both.
+        size: ``(height, width)`` [px] of the composed frame (label bar, both
+            panels and the separator) before padding.
+        padded_size: ``(height, width)`` [px] of the video's frames: ``size``
+            padded with black to multiples of 16 (the H.264 macro block).
+        fps: Frames per second [Hz].
+        n_frames: Frames in the video (the longer episode's).
+        camera: Camera the frames were rendered from; ``""`` when the caller did
+            not say (the scene's default camera, its first camera role).
+    """
+
+    render_sizes: tuple[tuple[int, int], tuple[int, int]]
+    scale: int
+    size: tuple[int, int]
+    padded_size: tuple[int, int]
+    fps: float
+    n_frames: int
+    camera: str = ""
+
+    def describe(self) -> str:
+        """``rendered 128x128 px, x2, 288x516 padded to 288x528, 25 fps, camera top``."""
+        (h1, w1), (h2, w2) = self.render_sizes
+        rendered = f"{h1}x{w1}" if (h1, w1) == (h2, w2) else f"{h1}x{w1} | {h2}x{w2}"
+        return (f"rendered {rendered} px, x{self.scale}, {self.size[0]}x{self.size[1]} padded "
+                f"to {self.padded_size[0]}x{self.padded_size[1]}, {self.fps:g} fps, camera "
+                f"{self.camera or 'default (first camera role)'}")
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> VideoInfo:
+        (a, b) = d["render_sizes"]
+        return cls(render_sizes=((int(a[0]), int(a[1])), (int(b[0]), int(b[1]))),
+                   scale=int(d["scale"]), size=(int(d["size"][0]), int(d["size"][1])),
+                   padded_size=(int(d["padded_size"][0]), int(d["padded_size"][1])),
+                   fps=float(d["fps"]), n_frames=int(d["n_frames"]), camera=str(d["camera"]))
+
+
+def video_info_path(path: Path) -> Path:
+    """Where the :class:`VideoInfo` of the video at ``path`` is written (``<name>.json``)."""
+    return Path(path).with_suffix(".json")
+
+
+def read_video_info(path: Path) -> VideoInfo | None:
+    """The :class:`VideoInfo` written next to the video at ``path``, or None if absent or bad."""
+    try:
+        return VideoInfo.from_dict(json.loads(video_info_path(path).read_text()))
+    except (OSError, ValueError, KeyError, TypeError, IndexError):
+        return None
+
+
+def side_by_side_layout(
+    nominal_shape: Sequence[int], perturbed_shape: Sequence[int], *, labels: bool = True,
+    fps: float = 25, camera: str = "",
+) -> VideoInfo:
+    """The composition :func:`write_side_by_side` uses for frames of these shapes.
+
+    Args:
+        nominal_shape: ``(T1, H1, W1, 3)`` of the nominal frames.
+        perturbed_shape: ``(T2, H2, W2, 3)`` of the perturbed frames.
+        labels: Whether label bars are drawn above the panels.
+        fps: Frames per second [Hz].
+        camera: Camera name to record.
+    """
+    t1, h1, w1 = (int(x) for x in nominal_shape[:3])
+    t2, h2, w2 = (int(x) for x in perturbed_shape[:3])
+    scale = max(1, math.ceil(VIDEO_MIN_HEIGHT / max(h1, h2)))
+    bar = _BAR_HEIGHT if labels else 0
+    size = (bar + max(h1, h2) * scale, w1 * scale + _SEPARATOR + w2 * scale)
+    return VideoInfo(render_sizes=((h1, w1), (h2, w2)), scale=scale, size=size,
+                     padded_size=(_ceil16(size[0]), _ceil16(size[1])), fps=float(fps),
+                     n_frames=max(t1, t2), camera=camera)
+
+
 def write_side_by_side(
     path: Path,
     nominal_frames: NDArray[np.uint8],
     perturbed_frames: NDArray[np.uint8],
     fps: float = 25,
     labels: tuple[str, str] | None = ("nominal", "perturbed"),
+    *,
+    camera: str = "",
 ) -> Path:
     """Write an MP4 with the nominal episode on the left and the perturbed one on the right.
 
     The shorter clip is padded by repeating its last frame (a finished episode
     holds still). Clips shorter than :data:`VIDEO_MIN_HEIGHT` are upscaled by
     an integer factor; the frame is padded with black to a multiple of 16 px
-    (the H.264 macro block) instead of being resampled.
+    (the H.264 macro block) instead of being resampled. The composition
+    (:class:`VideoInfo`: render sizes, scale, padded size, camera) is written
+    next to the video as ``<name>.json`` (:func:`read_video_info`).
 
     Args:
         path: Output ``.mp4`` path; its directory must exist. Written atomically.
@@ -60,6 +147,7 @@ def write_side_by_side(
             of the same episode index.
         fps: Frames per second [Hz], > 0.
         labels: Texts of the coloured bars above the clips; None draws no bars.
+        camera: Camera the frames were rendered from (recorded; ``""``: the scene's default).
 
     Returns:
         ``path``; the video has ``max(T1, T2)`` frames.
@@ -73,12 +161,13 @@ def write_side_by_side(
     b = _check_frames("perturbed_frames", perturbed_frames)
     if not fps > 0:
         raise InvalidSpecError(f"fps must be > 0, got {fps!r}")
-    scale = max(1, math.ceil(VIDEO_MIN_HEIGHT / max(a.shape[1], b.shape[1])))
-    height = max(a.shape[1], b.shape[1]) * scale
+    info = side_by_side_layout(a.shape, b.shape, labels=labels is not None, fps=fps,
+                               camera=camera)
+    scale = info.scale
     wa, wb = a.shape[2] * scale, b.shape[2] * scale
     bar = _BAR_HEIGHT if labels is not None else 0
     width = wa + _SEPARATOR + wb
-    full_h, full_w = _ceil16(bar + height), _ceil16(width)
+    full_h, full_w = info.padded_size
     canvas = np.zeros((full_h, full_w, 3), dtype=np.uint8)
     if labels is not None:
         canvas[:bar, :wa] = text_image(labels[0], wa, bar, bg=_LABEL_COLORS[0])
@@ -106,6 +195,7 @@ def write_side_by_side(
                 writer.append_data(frame)
         finally:
             writer.close()
+    write_atomic(video_info_path(path), json.dumps(dataclasses.asdict(info), indent=2).encode())
     return path
 
 

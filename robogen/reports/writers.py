@@ -22,6 +22,7 @@ from urllib.parse import quote
 
 from robogen._atomic import write_atomic
 from robogen.errors import InvalidSpecError, RunDirError
+from robogen.reports.provenance import policy_load_lines, run_facts, video_infos
 from robogen.reports.records import (
     REPORT_SCHEMA_VERSION,
     STATUS_OK,
@@ -31,6 +32,7 @@ from robogen.reports.records import (
     Report,
 )
 from robogen.reports.sweep import BreakingPoint
+from robogen.reports.video import VideoInfo
 from robogen.types import to_dict
 
 REPORT_JSON = "report.json"
@@ -85,10 +87,11 @@ def write_report(
             written[f"plot_{key}"] = atomic_write_bytes(run_dir / PLOTS_DIR / PLOT_FILES[key], data)
     text = json.dumps(report.to_dict(), indent=2, allow_nan=False) + "\n"
     written["json"] = atomic_write_bytes(run_dir / REPORT_JSON, text.encode())
+    infos = video_infos(run_dir, links)
     written["md"] = atomic_write_bytes(
-        run_dir / REPORT_MD, render_markdown(report, videos=links).encode()
+        run_dir / REPORT_MD, render_markdown(report, videos=links, video_info=infos).encode()
     )
-    page = render_html(report, images=images, videos=links)
+    page = render_html(report, images=images, videos=links, video_info=infos)
     written["html"] = atomic_write_bytes(run_dir / REPORT_HTML, page.encode())
     return written
 
@@ -138,8 +141,15 @@ def _all_gaps_zero(report: Report) -> bool:
     return bool(ok) and all(g.gap == 0 for g in ok)
 
 
-def render_markdown(report: Report, *, videos: Mapping[str, str] | None = None) -> str:
-    """The report as compact GitHub markdown (fits a pull-request comment)."""
+def render_markdown(report: Report, *, videos: Mapping[str, str] | None = None,
+                    video_info: Mapping[str, VideoInfo] | None = None) -> str:
+    """The report as compact GitHub markdown (fits a pull-request comment).
+
+    Args:
+        report: The report.
+        videos: Label -> video path relative to the run dir.
+        video_info: Label -> how that video was composed (render size, scale, camera).
+    """
     m = report.manifest
     ci = f"{report.confidence * 100:g}% CI"
     out = [f"### robogen report: `{m.env_id}` · `{m.policy}`", "", _header_line(report), ""]
@@ -191,12 +201,14 @@ def render_markdown(report: Report, *, videos: Mapping[str, str] | None = None) 
         out += [f"- `{f.kind}` → {f.action}: unit {f.unit_id}, attempt {f.attempt}, "
                 f"{f.worker or '?'}{' on node ' + f.node[:12] if f.node else ''}: "
                 f"{_md_escape(f.error)}" for f in report.faults[:20]]
+    loaded = policy_load_lines(m)
+    if loaded:
+        out += ["", "**Policy**"] + [f"- {_md_escape(line)}" for line in loaded]
     if videos:
-        out += [
-            "",
-            "**Videos** (in the run dir): "
-            + ", ".join(f"[{_md_escape(k)}]({quote(v)})" for k, v in videos.items()),
-        ]
+        info = video_info or {}
+        out += ["", "**Videos** (in the run dir; nominal left, perturbed right):"]
+        out += [f"- [{_md_escape(k)}]({quote(v)})"
+                + (f": {info[k].describe()}" if k in info else "") for k, v in videos.items()]
     out += [
         "",
         "<sub>gap = nominal − perturbed success on the same episodes (paired); "
@@ -232,6 +244,7 @@ def _header_line(report: Report, *, html_out: bool = False) -> str:
     ]
     if m.success_rule:
         parts.append(f"success: {esc(m.success_rule)}")
+    parts += [esc(fact) for fact in run_facts(m)]
     if m.spec_hash:
         parts.append(f"spec {code(m.spec_hash[:12])}")
     versions = ", ".join(f"{k} {v}" for k, v in m.versions.items() if k in ("robogen", "mujoco"))
@@ -285,6 +298,7 @@ def render_html(
     *,
     images: Mapping[str, bytes] | None = None,
     videos: Mapping[str, str] | None = None,
+    video_info: Mapping[str, VideoInfo] | None = None,
 ) -> str:
     """The report as one self-contained HTML page.
 
@@ -292,6 +306,7 @@ def render_html(
         report: The report.
         images: Plot key -> PNG bytes, embedded as ``data:`` URIs.
         videos: Label -> path relative to the run dir (linked, never embedded).
+        video_info: Label -> how that video was composed (render size, scale, camera).
 
     Returns:
         The HTML text; it references no external resource.
@@ -426,13 +441,20 @@ def render_html(
             '<h2>Videos</h2><p class="note">Failed perturbed episode (right) next to '
             "the nominal episode of the same seed (left); files in the run dir.</p><ul>"
         )
+        info = video_info or {}
         for label, rel in videos.items():
             href = e(quote(rel), quote=True)
+            about = f' <span class="note">{e(info[label].describe())}</span>' if label in info \
+                else ""
             parts.append(
-                f'<li><a href="{href}">{e(label)}</a><br>'
+                f'<li><a href="{href}">{e(label)}</a>{about}<br>'
                 f'<video controls preload="none" src="{href}"></video></li>'
             )
         parts.append("</ul>")
+    loaded = policy_load_lines(m)
+    if loaded:
+        parts.append("<h2>Policy</h2><ul>" + "".join(f"<li>{e(x)}</li>" for x in loaded)
+                     + "</ul>")
     manifest_json = json.dumps(to_dict(m), indent=2, default=str)
     parts.append(f"<h2>Manifest</h2><pre>{e(manifest_json)}</pre>")
     parts.append(

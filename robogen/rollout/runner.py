@@ -25,7 +25,13 @@ from robogen.rollout.backend import Backend, BackendOptions, make_backend
 from robogen.rollout.plan import build_conditions, make_units
 from robogen.rollout.session import EvalSession
 from robogen.rollout.store import ResultStore
-from robogen.types import EvalManifest, RenderSettings, WorkUnit, to_dict
+from robogen.types import (
+    MANIFEST_RECORD_ONLY,
+    EvalManifest,
+    RenderSettings,
+    WorkUnit,
+    to_dict,
+)
 
 MANIFEST_SCHEMA_VERSION = 1
 
@@ -65,7 +71,7 @@ def _versions() -> dict[str, str]:
 def spec_hash(manifest: EvalManifest) -> str:
     """SHA-256 of the canonical JSON of everything that determines the episodes."""
     d = to_dict(manifest)
-    for k in ("versions", "spec_hash", "render"):
+    for k in ("versions", "spec_hash", "render", *MANIFEST_RECORD_ONLY):
         d.pop(k, None)
     if not d.get("breaking_levels"):  # fixed grids hash as before sweeps existed
         d.pop("breaking_levels", None)
@@ -91,6 +97,7 @@ def _default_out(cfg: EvalConfig) -> Path:
 def build_manifest(cfg: EvalConfig, env: Any, policy: Any) -> EvalManifest:
     """The manifest of ``cfg`` given the env and policy it will use (for spaces and render)."""
     from robogen.envs.base import find_scene
+    from robogen.policies.base import policy_load_info
 
     scene = find_scene(env)
     axes = cfg.resolved_axes()
@@ -135,6 +142,7 @@ def build_manifest(cfg: EvalConfig, env: Any, policy: Any) -> EvalManifest:
         policy_obs_mode=policy_obs,
         success_rule=rule,
         breaking_levels=tuple(sorted({HALF, cfg.breaking_level})) if cfg.is_sweep else (),
+        policy_load=policy_load_info(policy),
     )
     return replace(m, spec_hash=spec_hash(m))
 

@@ -58,7 +58,7 @@ def policy_context(
     env_id: str, obs_mode: str, vecnormalize: str | None, env: Any, device: str = "cpu"
 ) -> Any:
     """The :class:`~robogen.policies.base.LoadContext` of ``env``."""
-    from robogen.policies.base import LoadContext
+    from robogen.policies.base import LoadContext, non_default_env_kwargs
 
     return LoadContext(
         env_id=env_id,
@@ -67,6 +67,7 @@ def policy_context(
         obs_mode=obs_mode,
         vecnormalize=vecnormalize,
         device=device,
+        env_kwargs=non_default_env_kwargs(env),
     )
 
 

@@ -15,7 +15,13 @@ import pytest
 from robogen.errors import InvalidSpecError, RunDirError
 from robogen.reports import Report, build_report, load_report, write_report
 from robogen.reports.plots import gap_chart_png
-from robogen.reports.video import grid_size, write_grid_png, write_side_by_side
+from robogen.reports.video import (
+    VideoInfo,
+    grid_size,
+    read_video_info,
+    write_grid_png,
+    write_side_by_side,
+)
 from robogen.types import AxisLevel, Condition, EpisodeResult, EvalManifest, RenderSettings
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -180,14 +186,22 @@ def test_side_by_side_video(tmp_path: Path) -> None:
     nominal = _solid(5, (0, 0, 255))
     nominal[-1] = (255, 255, 0)  # the last nominal frame is held while the perturbed clip runs on
     perturbed = _solid(9, (0, 255, 0))
-    out = write_side_by_side(tmp_path / "pair.mp4", nominal, perturbed, fps=10)
-    assert out == tmp_path / "pair.mp4" and [p.name for p in tmp_path.iterdir()] == ["pair.mp4"]
+    out = write_side_by_side(tmp_path / "pair.mp4", nominal, perturbed, fps=10, camera="top")
+    assert out == tmp_path / "pair.mp4"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["pair.json", "pair.mp4"]
     reader = iio2.get_reader(out)
     frames = [f for f in reader]
     reader.close()
     assert len(frames) == 9
     h, w, _ = frames[0].shape
     assert h % 16 == 0 and w % 16 == 0 and h >= 256
+    # what the video records about itself is what the file holds
+    info = read_video_info(out)
+    assert info == VideoInfo(render_sizes=((84, 84), (84, 84)), scale=4, size=(28 + 336, 676),
+                             padded_size=(h, w), fps=10.0, n_frames=9, camera="top")
+    assert (h, w) == (368, 688)
+    assert info.describe() == ("rendered 84x84 px, x4, 364x676 padded to 368x688, 10 fps, "
+                               "camera top")
     last = frames[-1].astype(int)
     left = last[h // 2, w // 8]  # inside the nominal clip
     right = last[h // 2, w // 2 + w // 8 + 10]  # inside the perturbed clip
