@@ -33,7 +33,7 @@ from pydantic import (
 )
 
 from robogen.errors import InvalidSpecError, UnknownNameError
-from robogen.types import SPLITS
+from robogen.types import SPLITS, ObsMode
 
 
 class EvalConfig(BaseModel):
@@ -78,7 +78,7 @@ class EvalConfig(BaseModel):
     batch_size: int = Field(
         8, description="Envs per worker stepped together (policy batch).", ge=1, le=1024
     )
-    obs_mode: Literal["state", "pixels", "state+pixels"] = Field(
+    obs_mode: ObsMode = Field(
         "state", description="Observation mode."
     )
     width: int = Field(84, description="Pixel observation width [px].", ge=8, le=2048)

@@ -89,6 +89,7 @@ import numpy as np
 from gymnasium import spaces
 
 from robogen.envs.base import PoseDof, SceneRoles
+from robogen.envs.observations import check_obs_mode, compose_observation, observation_space
 from robogen.envs.render import OffscreenRenderer
 from robogen.errors import InvalidSpecError, SceneError, UnknownNameError
 from robogen.types import RenderSettings
@@ -99,7 +100,6 @@ SUPPORTED: tuple[str, ...] = (
 )
 """Gymnasium ids the adapter supports (robogen ids ``gymnasium/<id>``)."""
 
-OBS_MODES = ("state", "pixels", "state+pixels")
 ADDED_CAMERA = "robogen_cam"
 OBS_SIZE_CHANGED = (
     "the installed model changes {env}'s observation from {expected} to {got} values; "
@@ -422,8 +422,7 @@ class GymMujocoAdapter(gym.Wrapper[Any, Any, Any, Any], gym.utils.RecordConstruc
         gym.Wrapper.__init__(self, env)
         gym_id = env.spec.id if env.spec is not None else ""
         self._check_env_id(gym_id)
-        if obs_mode not in OBS_MODES:
-            raise InvalidSpecError(f"obs_mode must be one of {OBS_MODES}, got {obs_mode!r}")
+        check_obs_mode(obs_mode)
         self.gym_id = gym_id
         self.obs_mode = obs_mode
         self._renderer: OffscreenRenderer | None = None
@@ -620,14 +619,8 @@ class GymMujocoAdapter(gym.Wrapper[Any, Any, Any, Any], gym.utils.RecordConstruc
         return cid
 
     def _make_obs_space(self) -> spaces.Space[Any]:
-        state = spaces.Box(-np.inf, np.inf, shape=self._inner_obs_shape, dtype=np.float32)
         s = self.render_settings
-        pixels = spaces.Box(0, 255, shape=(s.height, s.width, 3), dtype=np.uint8)
-        if self.obs_mode == "state":
-            return state
-        if self.obs_mode == "pixels":
-            return pixels
-        return spaces.Dict({"state": state, "pixels": pixels})
+        return observation_space(self.obs_mode, self._inner_obs_shape, s.height, s.width)
 
     # -- hooks of the suite adapters (robogen.envs.fetch_env, robogen.envs.metaworld_env) -----
 
@@ -660,13 +653,10 @@ class GymMujocoAdapter(gym.Wrapper[Any, Any, Any, Any], gym.utils.RecordConstruc
 
     def _transform(self, obs: Any) -> Any:
         obs = self._as_state(obs)
-        if self.obs_mode == "state":
-            return np.asarray(obs, dtype=np.float32)
         s = self.render_settings
-        img = self._frame(s.camera, s.width, s.height, defer=self.defer_frames)
-        if self.obs_mode == "pixels":
-            return img
-        return {"state": np.asarray(obs, dtype=np.float32), "pixels": img}
+        return compose_observation(
+            self.obs_mode, lambda: obs,
+            lambda: self._frame(s.camera, s.width, s.height, defer=self.defer_frames))
 
 
 def make_adapted(
@@ -696,8 +686,7 @@ def make_adapted(
         InvalidSpecError: On a bad observation mode or step limit.
     """
     _check_id(gym_id)
-    if obs_mode not in OBS_MODES:
-        raise InvalidSpecError(f"obs_mode must be one of {OBS_MODES}, got {obs_mode!r}")
+    check_obs_mode(obs_mode)
     if max_steps is not None and (not isinstance(max_steps, int) or max_steps < 1):
         raise InvalidSpecError(f"max_steps must be a positive integer, got {max_steps!r}")
     limit = max_steps or gym.spec(gym_id).max_episode_steps

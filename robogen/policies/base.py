@@ -22,13 +22,13 @@ import numpy as np
 
 from robogen.errors import InvalidSpecError, SpaceMismatchError
 from robogen.registry import Registry
+from robogen.types import OBS_MODES  # noqa: F401  (re-exported)
 
 if TYPE_CHECKING:
     import gymnasium as gym
 
     from robogen.envs.base import MujocoScene
 
-OBS_MODES = ("state", "pixels", "state+pixels")
 SPACE_MISMATCH = (
     "policy {policy!r} does not fit env {env_id!r}: the policy's {which} space is {policy_space} "
     "but the env's is {env_space}. {hint}"
