@@ -77,7 +77,6 @@ rewards and ``info["robogen"]["success_metric"]`` the distance [m] or return.
 from __future__ import annotations
 
 import dataclasses
-import math
 import os
 import warnings
 from dataclasses import dataclass
@@ -89,6 +88,7 @@ import numpy as np
 from gymnasium import spaces
 
 from robogen.envs.base import PoseDof, SceneRoles
+from robogen.envs.camera_geometry import camera_pose
 from robogen.envs.observations import check_obs_mode, compose_observation, observation_space
 from robogen.envs.render import OffscreenRenderer
 from robogen.errors import InvalidSpecError, SceneError, UnknownNameError
@@ -278,37 +278,6 @@ _CAMERAS: dict[str, tuple[tuple[float, float, float], float, float, float]] = {
     "InvertedPendulum-v5": ((0.0, 0.0, 0.2), 2.4, 90.0, -10.0),
     "InvertedDoublePendulum-v5": ((0.0, 0.0, 0.5), 3.6, 90.0, -10.0),
 }
-
-
-def camera_pose(
-    look_at: tuple[float, float, float], distance: float, azimuth: float, elevation: float
-) -> tuple[np.ndarray, np.ndarray]:
-    """Position and orientation of a camera aimed at ``look_at``.
-
-    Uses MuJoCo's free-camera convention: the viewing direction is
-    ``(cos el cos az, cos el sin az, sin el)``; negative elevation looks down.
-
-    Args:
-        look_at: Target point [m].
-        distance: Distance from the target [m].
-        azimuth: Azimuth [deg].
-        elevation: Elevation [deg], in (-90, 90].
-
-    Returns:
-        ``pos``: (3,) float64 [m]; ``quat``: (4,) float64 (w, x, y, z).
-    """
-    az, el = math.radians(azimuth), math.radians(elevation)
-    fwd = np.array([math.cos(el) * math.cos(az), math.cos(el) * math.sin(az), math.sin(el)])
-    pos = np.asarray(look_at, dtype=float) - distance * fwd
-    right = np.cross(fwd, [0.0, 0.0, 1.0])
-    if np.linalg.norm(right) < 1e-9:  # looking straight down
-        right = np.array([math.sin(az), -math.cos(az), 0.0])
-    right /= np.linalg.norm(right)
-    up = np.cross(right, fwd)
-    mat = np.column_stack([right, up, -fwd])  # camera x, y, z axes (looks along -z)
-    quat = np.zeros(4)
-    mujoco.mju_mat2Quat(quat, mat.ravel())
-    return pos, quat
 
 
 def _name_elements(spec: mujoco.MjSpec) -> None:
