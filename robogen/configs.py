@@ -46,7 +46,8 @@ class EvalConfig(BaseModel):
 
     env: str = Field(description="Env id: robogen/<Task>-v<N> or gymnasium/<Id>.")
     policy: str = Field(
-        description="Policy URI: sb3:PATH.zip, expert:<task>, python:mod:factory, random."
+        description="Policy URI SCHEME:REST of a registered policy scheme "
+        "(robogen.policies.POLICY_SCHEMES; robogen list shows each scheme's form)."
     )
     vecnormalize: str | None = Field(
         None, description="Path of SB3 VecNormalize statistics (.pkl)."
@@ -140,6 +141,16 @@ class EvalConfig(BaseModel):
                 raise ValueError(str(UnknownNameError("perturbation axis", a, AXES.names())))
         if len(set(v)) != len(v):
             raise ValueError(f"axes are repeated: {v!r}")
+        return v
+
+    @field_validator("policy")
+    @classmethod
+    def _policy(cls, v: str) -> str:
+        from robogen.policies import POLICY_SCHEMES, split_uri
+
+        scheme, _ = split_uri(v)
+        if scheme not in POLICY_SCHEMES:
+            raise ValueError(str(UnknownNameError("policy scheme", scheme, POLICY_SCHEMES.names())))
         return v
 
     @field_validator("env")

@@ -37,7 +37,7 @@ PROTOCOL_MISMATCH = (
 )
 NOT_FOUND = (
     "{role} {source!r} is neither an existing run directory or report.json nor a policy URI "
-    "(sb3:PATH.zip, expert:<task>, python:mod:factory, random); check the path"
+    "({forms}); check the path"
 )
 NO_EPISODES = (
     "{role} run directory {path!r} has no finished episodes and no report.json; "
@@ -185,12 +185,12 @@ def require_policy_uri(source: str | Path, role: str) -> str:
         RunDirError: If ``source`` is not an existing path and its scheme is not a
             registered policy scheme (a mistyped run directory, usually).
     """
-    from robogen.policies import POLICY_SCHEMES, split_uri
+    from robogen.policies import POLICY_SCHEMES, policy_uri_help, split_uri
 
     uri = str(source)
     scheme, _ = split_uri(uri)
     if scheme not in POLICY_SCHEMES:
-        raise RunDirError(NOT_FOUND.format(role=role, source=uri))
+        raise RunDirError(NOT_FOUND.format(role=role, source=uri, forms=policy_uri_help()))
     return uri
 
 
@@ -214,7 +214,8 @@ def load_saved(
 
     path = Path(source)
     if not path.exists():
-        raise RunDirError(NOT_FOUND.format(role=role, source=str(source)))
+        raise RunDirError(NOT_FOUND.format(role=role, source=str(source),
+                                           forms=_policy_uri_help()))
     report = None
     if path.is_file():
         if path.suffix != ".json":
@@ -258,6 +259,12 @@ def load_saved(
     )
     info = RunInfo(str(source), "report", m.policy, None, m.seed, m.n_episodes)
     return RunData(m, info, counts, None, not_applied)
+
+
+def _policy_uri_help() -> str:
+    from robogen.policies import policy_uri_help
+
+    return policy_uri_help()
 
 
 def check_protocols(baseline: RunData, candidate: RunData) -> None:

@@ -449,6 +449,11 @@ class GymMujocoAdapter(gym.Wrapper[Any, Any, Any, Any], gym.utils.RecordConstruc
         """The success rule in force."""
         return self._rule
 
+    @property
+    def success_rule(self) -> str:
+        """The success rule in words (``rule.describe()``)."""
+        return str(self._rule.describe())
+
     def nominal_spec(self) -> mujoco.MjSpec:
         """A fresh nominal MjSpec (Gymnasium's XML, names filled in, added camera)."""
         return build_nominal_spec(self.gym_id, self.env.unwrapped.fullpath)  # type: ignore[attr-defined]

@@ -20,12 +20,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
 from robogen.errors import InvalidSpecError, SpaceMismatchError
-from robogen.policies.base import LoadContext, register_policy_scheme
+from robogen.policies.base import LoadContext, PolicyCapabilities, register_policy_scheme
 
 if TYPE_CHECKING:
     from robogen.policies.bc_net import BCModel
@@ -53,6 +53,8 @@ class FlaxBCPolicy:
         action_space: ``Box(action_low, action_high, (A,), float32)``.
         obs_mode: ``state``, ``pixels`` or ``state+pixels``.
     """
+
+    capabilities: ClassVar[PolicyCapabilities] = PolicyCapabilities(slots=False, seeds=False)
 
     def __init__(self, model: BCModel, path: Path | None = None) -> None:
         from gymnasium import spaces
@@ -86,7 +88,7 @@ class FlaxBCPolicy:
         return self.model.predict(obs)
 
 
-@register_policy_scheme("flax")
+@register_policy_scheme("flax", form="flax:DIR")
 def load_flax(rest: str, ctx: LoadContext) -> FlaxBCPolicy:
     """Load ``flax:PATH``.
 
