@@ -79,8 +79,9 @@ def eval_cmd(
     ] = None,
     policy: Annotated[
         list[str] | None,
-        typer.Option(help="sb3:X.zip | expert:TASK | flax:DIR | python:MODULE:FACTORY | random; "
-                     "repeat it to evaluate several policies under one manifest and compare them "
+        typer.Option(help="Policy URI SCHEME:REST (robogen list shows every registered scheme "
+                     "and its form, e.g. sb3:PATH.zip); repeat it to evaluate several policies "
+                     "under one manifest and compare them "
                      "(one run dir each under --out, compare.* in --out)"),
     ] = None,
     spec: Annotated[
@@ -303,7 +304,7 @@ def list_cmd() -> None:
 
     from robogen.envs import list_env_ids
     from robogen.perturbations import AXES
-    from robogen.policies import POLICY_SCHEMES
+    from robogen.policies import policy_uri_forms
 
     c = Console()
     t = Table(title="envs")
@@ -320,15 +321,16 @@ def list_cmd() -> None:
     c.print(t)
     t = Table(title="policy schemes")
     t.add_column("scheme")
-    for s in POLICY_SCHEMES.names():
-        t.add_row(f"{s}:")
+    t.add_column("URI form")
+    for s, form in policy_uri_forms().items():
+        t.add_row(f"{s}:", form)
     c.print(t)
 
 
 @app.command("serve")
 def serve_cmd(
     policy: Annotated[str, typer.Option(
-        help="Policy URI to serve: sb3:X.zip | flax:DIR | python:MODULE:FACTORY | random.")],
+        help="Policy URI to serve, SCHEME:REST (robogen list shows the schemes).")],
     env: Annotated[str, typer.Option(
         help="Env id whose observation and action spaces the policy is loaded for.")],
     port: Annotated[int, typer.Option(help="TCP port (0: any free port, printed).")] = 8000,

@@ -33,7 +33,7 @@ from pydantic import (
 )
 
 from robogen.errors import InvalidSpecError, UnknownNameError
-from robogen.types import SPLITS
+from robogen.types import SPLITS, ObsMode
 
 
 class EvalConfig(BaseModel):
@@ -46,7 +46,8 @@ class EvalConfig(BaseModel):
 
     env: str = Field(description="Env id: robogen/<Task>-v<N> or gymnasium/<Id>.")
     policy: str = Field(
-        description="Policy URI: sb3:PATH.zip, expert:<task>, python:mod:factory, random."
+        description="Policy URI SCHEME:REST of a registered policy scheme "
+        "(robogen.policies.POLICY_SCHEMES; robogen list shows each scheme's form)."
     )
     vecnormalize: str | None = Field(
         None, description="Path of SB3 VecNormalize statistics (.pkl)."
@@ -78,7 +79,7 @@ class EvalConfig(BaseModel):
     batch_size: int = Field(
         8, description="Envs per worker stepped together (policy batch).", ge=1, le=1024
     )
-    obs_mode: Literal["state", "pixels", "state+pixels"] = Field(
+    obs_mode: ObsMode = Field(
         "state", description="Observation mode."
     )
     width: int = Field(84, description="Pixel observation width [px].", ge=8, le=2048)
@@ -144,6 +145,16 @@ class EvalConfig(BaseModel):
                 raise ValueError(str(UnknownNameError("perturbation axis", a, AXES.names())))
         if len(set(v)) != len(v):
             raise ValueError(f"axes are repeated: {v!r}")
+        return v
+
+    @field_validator("policy")
+    @classmethod
+    def _policy(cls, v: str) -> str:
+        from robogen.policies import POLICY_SCHEMES, split_uri
+
+        scheme, _ = split_uri(v)
+        if scheme not in POLICY_SCHEMES:
+            raise ValueError(str(UnknownNameError("policy scheme", scheme, POLICY_SCHEMES.names())))
         return v
 
     @field_validator("env")

@@ -59,15 +59,15 @@ class PolicyServer:
     """
 
     def __init__(self, policy: Any, uri: str, ctx: Any, api_key: str | None = None) -> None:
-        from robogen.rollout.worker import accepts_keyword, accepts_slots
+        from robogen.policies.base import policy_capabilities
 
         self.policy = policy
         self.uri = uri
         self.ctx = ctx
         self.api_key = api_key
         self._slots = itertools.count()
-        self._takes_slots = accepts_slots(policy)
-        self._takes_seeds = accepts_keyword(policy.reset, "seeds")
+        caps = policy_capabilities(policy)
+        self._takes_slots, self._takes_seeds = caps.slots, caps.seeds
         self._act_shape = tuple(getattr(ctx.action_space, "shape", ()) or ())
         spaces = getattr(ctx.observation_space, "spaces", None)
         self._state_space = spaces["state"] if spaces else (
@@ -199,7 +199,7 @@ def load_server(uri: str, env_id: str, *, obs_mode: str = "state",
         UnknownNameError, CheckpointError, SpaceMismatchError: As :func:`load_policy`.
     """
     from robogen.envs import make
-    from robogen.policies import load_policy
+    from robogen.policies import PrivilegedPolicy, load_policy
     from robogen.rollout.worker import policy_context
 
     if api_key is not None and not api_key.strip():
@@ -210,7 +210,7 @@ def load_server(uri: str, env_id: str, *, obs_mode: str = "state",
         policy = load_policy(uri, ctx)
     finally:
         env.close()
-    if callable(getattr(policy, "attach", None)):
+    if isinstance(policy, PrivilegedPolicy):
         raise InvalidSpecError(PRIVILEGED.format(uri=uri))
     return PolicyServer(policy, uri, ctx, api_key)
 

@@ -11,13 +11,20 @@ import dataclasses
 import json
 import math
 from dataclasses import dataclass, field
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal, TypeVar, get_args
 
 Split = Literal["all", "train", "test"]
 """Which value set of an axis a level draws from: every value, the Factor-World
 ``train`` set, or the disjoint held-out ``test`` set."""
 
 SPLITS: tuple[str, ...] = ("all", "train", "test")
+
+ObsMode = Literal["state", "pixels", "state+pixels"]
+"""What an env returns and a policy consumes: ``state`` (a ``(obs_dim,) float32`` vector),
+``pixels`` (an ``(H, W, 3) uint8`` RGB image) or ``state+pixels`` (a dict with both)."""
+
+OBS_MODES: tuple[str, ...] = get_args(ObsMode)
+"""The observation modes, in :data:`ObsMode` order (the only place they are listed)."""
 
 Cause = Literal["timeout", "terminated", "policy_error", "sim_unstable", "worker_died",
                 "infra_timeout", "infra_error"]

@@ -11,7 +11,6 @@ number of episodes pairs the common episode indices).
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -22,6 +21,7 @@ from numpy.typing import ArrayLike, NDArray
 
 from robogen.check.records import RunInfo
 from robogen.errors import InvalidSpecError, RunDirError
+from robogen.protocol import PROTOCOL_FIELDS, protocol_differences
 from robogen.types import (
     INVALID_CAUSES,
     NOMINAL,
@@ -31,11 +31,11 @@ from robogen.types import (
     RenderSettings,
 )
 
-PROTOCOL_FIELDS = (
-    "env_id", "obs_mode", "axes", "severities", "splits", "combined", "max_steps",
-    "success_threshold", "env_kwargs", "conditions", "render",
-)
-"""Manifest fields that define what an episode is; baseline and candidate must agree on them."""
+__all__ = [  # PROTOCOL_FIELDS and protocol_differences live in robogen.protocol
+    "NO_EPISODES", "NOT_FOUND", "PROTOCOL_FIELDS", "PROTOCOL_MISMATCH", "ConditionOutcomes",
+    "RunData", "check_protocols", "config_fields_from_manifest", "is_saved", "load_saved",
+    "protocol_differences", "require_policy_uri", "run_data_from_arrays",
+]
 
 PROTOCOL_MISMATCH = (
     "the baseline and candidate were evaluated under different protocols, so their success "
@@ -44,7 +44,7 @@ PROTOCOL_MISMATCH = (
 )
 NOT_FOUND = (
     "{role} {source!r} is neither an existing run directory or report.json nor a policy URI "
-    "(sb3:PATH.zip, expert:<task>, python:mod:factory, random); check the path"
+    "({forms}); check the path"
 )
 NO_EPISODES = (
     "{role} run directory {path!r} has no finished episodes and no report.json; "
@@ -216,12 +216,12 @@ def require_policy_uri(source: str | Path, role: str) -> str:
         RunDirError: If ``source`` is not an existing path and its scheme is not a
             registered policy scheme (a mistyped run directory, usually).
     """
-    from robogen.policies import POLICY_SCHEMES, split_uri
+    from robogen.policies import POLICY_SCHEMES, policy_uri_help, split_uri
 
     uri = str(source)
     scheme, _ = split_uri(uri)
     if scheme not in POLICY_SCHEMES:
-        raise RunDirError(NOT_FOUND.format(role=role, source=uri))
+        raise RunDirError(NOT_FOUND.format(role=role, source=uri, forms=policy_uri_help()))
     return uri
 
 
@@ -245,7 +245,8 @@ def load_saved(
 
     path = Path(source)
     if not path.exists():
-        raise RunDirError(NOT_FOUND.format(role=role, source=str(source)))
+        raise RunDirError(NOT_FOUND.format(role=role, source=str(source),
+                                           forms=_policy_uri_help()))
     report = None
     if path.is_file():
         if path.suffix != ".json":
@@ -292,50 +293,10 @@ def load_saved(
     return RunData(m, info, counts, None, not_applied, invalid)
 
 
-def _protocol_view(m: EvalManifest, name: str) -> Any:
-    from robogen.types import to_dict
+def _policy_uri_help() -> str:
+    from robogen.policies import policy_uri_help
 
-    if name == "render":
-        return {k: v for k, v in to_dict(m.render).items() if k != "mujoco_gl"}
-    if name == "conditions":  # order-insensitive: the same set of conditions compares equal
-        conds = [to_dict(c) for c in m.conditions]
-        for c in conds:
-            c["levels"] = sorted(c["levels"], key=lambda lv: (lv["axis"], lv["split"]))
-        return sorted(conds, key=lambda c: c["name"])
-    if name == "axes":
-        return sorted(m.axes)
-    v = getattr(m, name)
-    return list(v) if isinstance(v, tuple) else v
-
-
-def _short(v: Any) -> str:
-    if isinstance(v, list) and v and isinstance(v[0], dict) and "name" in v[0]:
-        v = [c["name"] for c in v]
-    s = json.dumps(v, sort_keys=True)
-    return s if len(s) <= 120 else s[:117] + "..."
-
-
-def protocol_differences(
-    baseline: EvalManifest,
-    candidate: EvalManifest,
-    *,
-    fields: Sequence[str] = PROTOCOL_FIELDS,
-    names: tuple[str, str] = ("baseline", "candidate"),
-) -> list[str]:
-    """``field: baseline X vs candidate Y`` for each differing protocol field.
-
-    Args:
-        baseline: The first manifest.
-        candidate: The second manifest.
-        fields: Manifest fields compared (default :data:`PROTOCOL_FIELDS`).
-        names: How the two manifests are called in the messages.
-    """
-    out = []
-    for name in fields:
-        a, b = _protocol_view(baseline, name), _protocol_view(candidate, name)
-        if a != b:
-            out.append(f"{name}: {names[0]} {_short(a)} vs {names[1]} {_short(b)}")
-    return out
+    return policy_uri_help()
 
 
 def check_protocols(baseline: RunData, candidate: RunData) -> None:

@@ -242,7 +242,7 @@ class _EvalSide:
 
     def run(self, units: Sequence[WorkUnit]) -> None:
         """Run the units not stored yet (the policy stays loaded between looks)."""
-        from robogen.rollout.backend import make_backend
+        from robogen.rollout.backends import make_backend
         from robogen.rollout.runner import backend_options
         from robogen.rollout.session import EvalSession
 
@@ -284,7 +284,7 @@ class _EvalSource:
         ray_sides = [s for s in (baseline, candidate)
                      if isinstance(s, _EvalSide) and s.cfg.backend == "ray"]
         if ray_sides and not candidate.cfg.address:
-            from robogen.rollout.backend import start_ray_cluster
+            from robogen.rollout.backends import start_ray_cluster
 
             # one local cluster with room for every side's long-lived actors
             start_ray_cluster(None, num_cpus=sum(s.num_workers for s in ray_sides))
@@ -502,7 +502,7 @@ def _sequential(
 
 
 def _ray_is_up() -> bool:
-    from robogen.rollout.backend import ray_cluster_is_up
+    from robogen.rollout.backends import ray_cluster_is_up
 
     return ray_cluster_is_up()
 
@@ -510,6 +510,6 @@ def _ray_is_up() -> bool:
 def _shutdown_ray_if_started(was_up: bool) -> None:
     """Shut down the local Ray cluster if this check started it."""
     if not was_up and _ray_is_up():
-        from robogen.rollout.backend import stop_ray_cluster
+        from robogen.rollout.backends import stop_ray_cluster
 
         stop_ray_cluster()

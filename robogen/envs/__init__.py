@@ -34,6 +34,7 @@ from robogen.envs.families import (
     family_of,
     register_env_family,
 )
+from robogen.envs.observations import check_obs_mode
 from robogen.errors import InvalidSpecError
 from robogen.types import RenderSettings
 
@@ -80,10 +81,7 @@ def make(
         InvalidSpecError: On a bad observation mode or step limit.
         SuiteMissingError: If the env's suite is not installed (names the command).
     """
-    from robogen.policies.base import OBS_MODES
-
-    if obs_mode not in OBS_MODES:
-        raise InvalidSpecError(f"obs_mode must be one of {OBS_MODES}, got {obs_mode!r}")
+    check_obs_mode(obs_mode)
     if max_steps is not None and (not isinstance(max_steps, int) or max_steps < 1):
         raise InvalidSpecError(f"max_steps must be a positive integer, got {max_steps!r}")
     family = family_of(env_id)

@@ -19,6 +19,8 @@ if TYPE_CHECKING:
     import mujoco
     import numpy as np
 
+    from robogen.types import RenderSettings
+
 from robogen.errors import SceneError
 
 
@@ -96,10 +98,25 @@ class MujocoScene(Protocol):
         model: The compiled model currently simulated.
         data: Its data.
         roles: The scene roles of this env.
+        render_settings: Offscreen settings of pixel observations in effect (recorded in
+            the evaluation manifest).
+        success_rule: The success predicate in words (shown in reports).
+        defer_frames: When True, pixel observations are
+            :class:`~robogen.envs.render.PendingFrame` objects drawn on the render thread
+            (resolve them with :func:`~robogen.envs.render.resolve_frames`); the rollout
+            worker sets it for pixel modes.
     """
+
+    defer_frames: bool
 
     @property
     def model(self) -> mujoco.MjModel: ...
+
+    @property
+    def render_settings(self) -> RenderSettings: ...
+
+    @property
+    def success_rule(self) -> str: ...
 
     @property
     def data(self) -> mujoco.MjData: ...

@@ -77,7 +77,6 @@ rewards and ``info["robogen"]["success_metric"]`` the distance [m] or return.
 from __future__ import annotations
 
 import dataclasses
-import math
 import os
 import warnings
 from dataclasses import dataclass
@@ -89,6 +88,8 @@ import numpy as np
 from gymnasium import spaces
 
 from robogen.envs.base import PoseDof, SceneRoles
+from robogen.envs.camera_geometry import camera_pose
+from robogen.envs.observations import check_obs_mode, compose_observation, observation_space
 from robogen.envs.render import OffscreenRenderer
 from robogen.errors import InvalidSpecError, SceneError, UnknownNameError
 from robogen.types import RenderSettings
@@ -99,7 +100,6 @@ SUPPORTED: tuple[str, ...] = (
 )
 """Gymnasium ids the adapter supports (robogen ids ``gymnasium/<id>``)."""
 
-OBS_MODES = ("state", "pixels", "state+pixels")
 ADDED_CAMERA = "robogen_cam"
 OBS_SIZE_CHANGED = (
     "the installed model changes {env}'s observation from {expected} to {got} values; "
@@ -280,37 +280,6 @@ _CAMERAS: dict[str, tuple[tuple[float, float, float], float, float, float]] = {
 }
 
 
-def camera_pose(
-    look_at: tuple[float, float, float], distance: float, azimuth: float, elevation: float
-) -> tuple[np.ndarray, np.ndarray]:
-    """Position and orientation of a camera aimed at ``look_at``.
-
-    Uses MuJoCo's free-camera convention: the viewing direction is
-    ``(cos el cos az, cos el sin az, sin el)``; negative elevation looks down.
-
-    Args:
-        look_at: Target point [m].
-        distance: Distance from the target [m].
-        azimuth: Azimuth [deg].
-        elevation: Elevation [deg], in (-90, 90].
-
-    Returns:
-        ``pos``: (3,) float64 [m]; ``quat``: (4,) float64 (w, x, y, z).
-    """
-    az, el = math.radians(azimuth), math.radians(elevation)
-    fwd = np.array([math.cos(el) * math.cos(az), math.cos(el) * math.sin(az), math.sin(el)])
-    pos = np.asarray(look_at, dtype=float) - distance * fwd
-    right = np.cross(fwd, [0.0, 0.0, 1.0])
-    if np.linalg.norm(right) < 1e-9:  # looking straight down
-        right = np.array([math.sin(az), -math.cos(az), 0.0])
-    right /= np.linalg.norm(right)
-    up = np.cross(right, fwd)
-    mat = np.column_stack([right, up, -fwd])  # camera x, y, z axes (looks along -z)
-    quat = np.zeros(4)
-    mujoco.mju_mat2Quat(quat, mat.ravel())
-    return pos, quat
-
-
 def _name_elements(spec: mujoco.MjSpec) -> None:
     """Give every unnamed body, geom, light, camera and actuator a stable name."""
 
@@ -422,8 +391,7 @@ class GymMujocoAdapter(gym.Wrapper[Any, Any, Any, Any], gym.utils.RecordConstruc
         gym.Wrapper.__init__(self, env)
         gym_id = env.spec.id if env.spec is not None else ""
         self._check_env_id(gym_id)
-        if obs_mode not in OBS_MODES:
-            raise InvalidSpecError(f"obs_mode must be one of {OBS_MODES}, got {obs_mode!r}")
+        check_obs_mode(obs_mode)
         self.gym_id = gym_id
         self.obs_mode = obs_mode
         self._renderer: OffscreenRenderer | None = None
@@ -480,6 +448,11 @@ class GymMujocoAdapter(gym.Wrapper[Any, Any, Any, Any], gym.utils.RecordConstruc
     def rule(self) -> SuccessRule:
         """The success rule in force."""
         return self._rule
+
+    @property
+    def success_rule(self) -> str:
+        """The success rule in words (``rule.describe()``)."""
+        return str(self._rule.describe())
 
     def nominal_spec(self) -> mujoco.MjSpec:
         """A fresh nominal MjSpec (Gymnasium's XML, names filled in, added camera)."""
@@ -620,14 +593,8 @@ class GymMujocoAdapter(gym.Wrapper[Any, Any, Any, Any], gym.utils.RecordConstruc
         return cid
 
     def _make_obs_space(self) -> spaces.Space[Any]:
-        state = spaces.Box(-np.inf, np.inf, shape=self._inner_obs_shape, dtype=np.float32)
         s = self.render_settings
-        pixels = spaces.Box(0, 255, shape=(s.height, s.width, 3), dtype=np.uint8)
-        if self.obs_mode == "state":
-            return state
-        if self.obs_mode == "pixels":
-            return pixels
-        return spaces.Dict({"state": state, "pixels": pixels})
+        return observation_space(self.obs_mode, self._inner_obs_shape, s.height, s.width)
 
     # -- hooks of the suite adapters (robogen.envs.fetch_env, robogen.envs.metaworld_env) -----
 
@@ -660,13 +627,10 @@ class GymMujocoAdapter(gym.Wrapper[Any, Any, Any, Any], gym.utils.RecordConstruc
 
     def _transform(self, obs: Any) -> Any:
         obs = self._as_state(obs)
-        if self.obs_mode == "state":
-            return np.asarray(obs, dtype=np.float32)
         s = self.render_settings
-        img = self._frame(s.camera, s.width, s.height, defer=self.defer_frames)
-        if self.obs_mode == "pixels":
-            return img
-        return {"state": np.asarray(obs, dtype=np.float32), "pixels": img}
+        return compose_observation(
+            self.obs_mode, lambda: obs,
+            lambda: self._frame(s.camera, s.width, s.height, defer=self.defer_frames))
 
 
 def make_adapted(
@@ -696,8 +660,7 @@ def make_adapted(
         InvalidSpecError: On a bad observation mode or step limit.
     """
     _check_id(gym_id)
-    if obs_mode not in OBS_MODES:
-        raise InvalidSpecError(f"obs_mode must be one of {OBS_MODES}, got {obs_mode!r}")
+    check_obs_mode(obs_mode)
     if max_steps is not None and (not isinstance(max_steps, int) or max_steps < 1):
         raise InvalidSpecError(f"max_steps must be a positive integer, got {max_steps!r}")
     limit = max_steps or gym.spec(gym_id).max_episode_steps

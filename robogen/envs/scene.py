@@ -59,6 +59,8 @@ import robogen._gl  # noqa: F401  (choose MUJOCO_GL before mujoco is imported)
 import mujoco
 import numpy as np
 
+from robogen.envs.camera_geometry import look_at_quat
+
 # ---- physics and render settings -------------------------------------------------------------
 TIMESTEP = 0.002
 """Physics time step [s]."""
@@ -172,31 +174,6 @@ GRIPPER_RGBA = (0.25, 0.25, 0.28, 1.0)
 TARGET_RGBA = (0.15, 0.80, 0.25, 0.5)
 
 _ROBOT_CONTYPE, _ROBOT_CONAFFINITY = 2, 1  # robot links collide with the world, not each other
-
-
-def look_at_quat(pos: tuple[float, float, float], target: tuple[float, float, float]) -> np.ndarray:
-    """Quaternion of a camera at ``pos`` looking at ``target`` with world z up.
-
-    Args:
-        pos: Camera position [m].
-        target: Point to look at [m].
-
-    Returns:
-        ``(4,) float64`` quaternion (w, x, y, z) of the camera frame
-        (MuJoCo cameras look along their -z axis, y up).
-    """
-    forward = np.asarray(target, float) - np.asarray(pos, float)
-    forward /= np.linalg.norm(forward)
-    up = np.array([0.0, 0.0, 1.0])
-    if abs(float(forward @ up)) > 0.999:  # looking straight down/up: pick +x as image up
-        up = np.array([-1.0, 0.0, 0.0])
-    x = np.cross(forward, up)
-    x /= np.linalg.norm(x)
-    y = np.cross(-forward, x)
-    mat = np.stack([x, y, -forward], axis=1)  # columns: camera axes in world
-    quat = np.zeros(4)
-    mujoco.mju_mat2Quat(quat, mat.reshape(-1))
-    return quat
 
 
 def _add_texture(spec: mujoco.MjSpec, name: str, builtin: int, rgb1, rgb2=None) -> None:

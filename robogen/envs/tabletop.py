@@ -26,11 +26,17 @@ from gymnasium import spaces
 
 from robogen.envs import scene as sc
 from robogen.envs.base import PoseDof, SceneRoles
+from robogen.envs.observations import (
+    BAD_OBS_MODE,  # noqa: F401  (re-exported: the message template tests reuse)
+    OBS_MODES,
+    check_obs_mode,
+    compose_observation,
+    observation_space,
+)
 from robogen.envs.render import OffscreenRenderer
 from robogen.errors import InvalidSpecError, UnknownNameError
 from robogen.types import RenderSettings
 
-OBS_MODES = ("state", "pixels", "state+pixels")
 ACTION_SCALE = 0.05
 """Largest change of an arm joint's position target per control step [rad] (2.5 rad/s)."""
 SUCCESS_BONUS = 1.0
@@ -55,7 +61,6 @@ OBJECT_YAW_RANGE = (-np.pi / 4, np.pi / 4)
 POSE_CLIP_XY = ((-0.16, 0.20), (-0.24, 0.24))
 """Area the object_pose axis may move object and target to: reachable table area [m]."""
 
-BAD_OBS_MODE = "obs_mode must be one of {choices}, got {value!r}"
 BAD_SIZE = "{field} must be an integer in [1, {high}] px, got {value!r}"
 THRESHOLD_NOT_USED = (
     "{env_id} has its own success predicate ({rule}); success_threshold={value!r} applies only "
@@ -146,8 +151,7 @@ class TabletopEnv(gym.Env[Any, np.ndarray]):
         shadowsize: int = sc.SHADOW_SIZE,
         offsamples: int = sc.OFFSAMPLES,
     ) -> None:
-        if obs_mode not in OBS_MODES:
-            raise InvalidSpecError(BAD_OBS_MODE.format(choices=OBS_MODES, value=obs_mode))
+        check_obs_mode(obs_mode)
         for field, value, high in (("width", width, sc.OFFSCREEN_SIZE[0]),
                                    ("height", height, sc.OFFSCREEN_SIZE[1])):
             if not isinstance(value, (int, np.integer)) or not 1 <= value <= high:
@@ -172,13 +176,8 @@ class TabletopEnv(gym.Env[Any, np.ndarray]):
         :func:`~robogen.envs.render.resolve_frames`); set by the rollout worker."""
         self._succeeded = False
 
-        state_space = spaces.Box(-np.inf, np.inf, (STATE_DIM,), np.float32)
-        pixel_space = spaces.Box(0, 255, (self.height, self.width, 3), np.uint8)
-        self.observation_space = {
-            "state": state_space,
-            "pixels": pixel_space,
-            "state+pixels": spaces.Dict({"state": state_space, "pixels": pixel_space}),
-        }[obs_mode]
+        self.observation_space = observation_space(obs_mode, (STATE_DIM,), self.height,
+                                                   self.width)
         self.action_space = spaces.Box(-1.0, 1.0, (6,), np.float32)
         self._reset_arm()
         mujoco.mj_forward(self._model, self._data)
@@ -252,16 +251,13 @@ class TabletopEnv(gym.Env[Any, np.ndarray]):
 
     def observe(self) -> Any:
         """Observation of the current ``data`` in this env's obs mode (see :attr:`defer_frames`)."""
-        if self.obs_mode == "state":
-            return self._state()
+        return compose_observation(self.obs_mode, self._state, self._pixels)
+
+    def _pixels(self) -> Any:
         renderer, cam_id = self._renderer_for(self.camera)
         if self.defer_frames:
-            pixels: Any = renderer.render_async(self._data, cam_id, self.width, self.height)
-        else:
-            pixels = renderer.render(self._data, cam_id, self.width, self.height)
-        if self.obs_mode == "pixels":
-            return pixels
-        return {"state": self._state(), "pixels": pixels}
+            return renderer.render_async(self._data, cam_id, self.width, self.height)
+        return renderer.render(self._data, cam_id, self.width, self.height)
 
     def render_frame(
         self, camera: str | None = None, width: int = 84, height: int = 84

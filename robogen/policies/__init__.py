@@ -20,10 +20,15 @@ from robogen.policies import sb3 as _sb3  # noqa: F401  (registers "sb3")
 from robogen.policies import simple as _simple  # noqa: F401  (registers "random", "python")
 from robogen.policies.base import (
     POLICY_SCHEMES,
+    DeclaresCapabilities,
     LoadContext,
     Policy,
+    PolicyCapabilities,
     PrivilegedPolicy,
     check_compatible,
+    policy_capabilities,
+    policy_uri_forms,
+    policy_uri_help,
     register_policy_scheme,
     split_uri,
 )
@@ -36,11 +41,16 @@ except ModuleNotFoundError as _e:  # pragma: no cover - depends on the checkout
 
 __all__ = [
     "POLICY_SCHEMES",
+    "DeclaresCapabilities",
     "LoadContext",
     "Policy",
+    "PolicyCapabilities",
     "PrivilegedPolicy",
     "check_compatible",
     "load_policy",
+    "policy_capabilities",
+    "policy_uri_forms",
+    "policy_uri_help",
     "register_policy_scheme",
     "split_uri",
 ]

@@ -14,6 +14,7 @@ Action batches: ``(B, act_dim) float32`` in the env's action space.
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
@@ -22,14 +23,13 @@ import numpy as np
 
 from robogen.errors import InvalidSpecError, SpaceMismatchError
 from robogen.registry import Registry
-from robogen.types import PolicyLoadInfo
+from robogen.types import OBS_MODES, PolicyLoadInfo  # noqa: F401  (OBS_MODES re-exported)
 
 if TYPE_CHECKING:
     import gymnasium as gym
 
     from robogen.envs.base import MujocoScene
 
-OBS_MODES = ("state", "pixels", "state+pixels")
 SPACE_MISMATCH = (
     "policy {policy!r} does not fit env {env_id!r}{made_with}: the policy's {which} space is "
     "{policy_space} but the env's is {env_space}. {hint}"
@@ -71,6 +71,49 @@ class Policy(Protocol):
         passes every slot, finished ones included, in slot order.
         """
         ...
+
+
+@dataclass(frozen=True, slots=True)
+class PolicyCapabilities:
+    """Optional parts of the Policy protocol a policy implements.
+
+    Attributes:
+        slots: ``act`` takes ``slots: Sequence[int]`` (the env slot of each row); the
+            worker then passes only the rows of running episodes.
+        seeds: ``reset`` takes ``seeds: Sequence[int]`` (each new episode's reset seed);
+            stochastic policies seed themselves from it (common random numbers).
+    """
+
+    slots: bool = False
+    seeds: bool = False
+
+
+@runtime_checkable
+class DeclaresCapabilities(Protocol):
+    """A policy that declares its :class:`PolicyCapabilities` (every built-in policy does)."""
+
+    capabilities: PolicyCapabilities
+
+
+def policy_capabilities(policy: Any) -> PolicyCapabilities:
+    """What ``policy`` implements of the optional protocol.
+
+    A policy that declares ``capabilities`` (:class:`DeclaresCapabilities`) is taken at its
+    word. For other policies (``python:`` factories written before declarations existed)
+    the keywords of ``act`` and ``reset`` are read: ``slots`` / ``seeds`` or ``**kwargs``.
+    """
+    if isinstance(policy, DeclaresCapabilities):
+        return policy.capabilities
+    return PolicyCapabilities(slots=_accepts(policy.act, "slots"),
+                              seeds=_accepts(policy.reset, "seeds"))
+
+
+def _accepts(fn: Any, name: str) -> bool:
+    try:
+        params = inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        return False
+    return name in params or any(p.kind is p.VAR_KEYWORD for p in params.values())
 
 
 @runtime_checkable
@@ -178,11 +221,39 @@ def _made_with(ctx: LoadContext) -> str:
 
 PolicyLoader = Callable[[str, LoadContext], Policy]
 POLICY_SCHEMES: Registry[PolicyLoader] = Registry("policy scheme")
+_URI_FORMS: dict[str, str] = {}
 
 
-def register_policy_scheme(name: str) -> Callable[[PolicyLoader], PolicyLoader]:
-    """Register a loader for URIs ``name:<rest>`` (the loader gets ``<rest>``)."""
-    return POLICY_SCHEMES.register(name)
+def register_policy_scheme(name: str, *, form: str | None = None
+                           ) -> Callable[[PolicyLoader], PolicyLoader]:
+    """Register a loader for URIs ``name:<rest>`` (the loader gets ``<rest>``).
+
+    Args:
+        name: The scheme (snake_case).
+        form: How a URI of this scheme is written, for help and error messages
+            (``sb3:PATH.zip``); default ``name:...``.
+
+    Raises:
+        ValueError: If ``name`` is already registered.
+    """
+    decorate = POLICY_SCHEMES.register(name)
+
+    def register(loader: PolicyLoader) -> PolicyLoader:
+        decorate(loader)
+        _URI_FORMS[name] = form or f"{name}:..."
+        return loader
+
+    return register
+
+
+def policy_uri_forms() -> dict[str, str]:
+    """Scheme -> how its URIs are written, for every registered scheme (sorted by scheme)."""
+    return {name: _URI_FORMS.get(name, f"{name}:...") for name in POLICY_SCHEMES.names()}
+
+
+def policy_uri_help() -> str:
+    """``sb3:PATH.zip | expert:TASK | ...``: the forms of every registered scheme."""
+    return " | ".join(policy_uri_forms().values())
 
 
 def split_uri(uri: str) -> tuple[str, str]:

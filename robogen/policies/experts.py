@@ -32,7 +32,7 @@ from gymnasium import spaces
 from robogen.envs import scene as sc
 from robogen.envs.tabletop import ACTION_SCALE, TASK_NAMES, task_name
 from robogen.errors import InvalidSpecError, UnknownNameError
-from robogen.policies.base import LoadContext, register_policy_scheme
+from robogen.policies.base import LoadContext, PolicyCapabilities, register_policy_scheme
 
 if TYPE_CHECKING:
     from robogen.envs.base import MujocoScene
@@ -58,6 +58,8 @@ class _TabletopExpert:
     """Shared IK controller and slot bookkeeping of the tabletop experts."""
 
     name: ClassVar[str] = ""
+
+    capabilities: ClassVar[PolicyCapabilities] = PolicyCapabilities(slots=True, seeds=False)
 
     def __init__(self, observation_space: Any = None, obs_mode: str = "state") -> None:
         self.observation_space = observation_space
@@ -308,7 +310,7 @@ def make_expert(task: str, ctx: LoadContext | None = None) -> _TabletopExpert:
     return EXPERTS[name](obs_space, obs_mode)
 
 
-@register_policy_scheme("expert")
+@register_policy_scheme("expert", form="expert:TASK")
 def load_expert(rest: str, ctx: LoadContext) -> Any:
     """Loader of ``expert:<task>`` URIs (see :func:`make_expert`); ``expert:<family>/<name>``
     of a third-party env family goes to :mod:`robogen.policies.suite_experts`."""

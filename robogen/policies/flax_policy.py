@@ -1,7 +1,7 @@
 """Behaviour-cloning checkpoints as batched robogen policies (``flax:PATH``).
 
 ``PATH`` is a checkpoint directory written by
-:func:`robogen.scaling.bc_io.save_bc` (or its ``bc.json``). The policy
+:func:`robogen.policies.bc_io.save_bc` (or its ``bc.json``). The policy
 declares the observation and action spaces the model was trained on, so that
 :func:`robogen.policies.base.check_compatible` reports a mismatch before any
 rollout:
@@ -20,15 +20,15 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
 from robogen.errors import InvalidSpecError, SpaceMismatchError
-from robogen.policies.base import LoadContext, register_policy_scheme
+from robogen.policies.base import LoadContext, PolicyCapabilities, register_policy_scheme
 
 if TYPE_CHECKING:
-    from robogen.scaling.bc import BCModel
+    from robogen.policies.bc_net import BCModel
 
 FLAX_URI = "flax policy URI must be 'flax:PATH' with PATH a checkpoint directory, got {uri!r}"
 OBS_MODE_MISMATCH = (
@@ -44,7 +44,7 @@ TASK_MISMATCH = (
 
 
 class FlaxBCPolicy:
-    """A loaded :class:`~robogen.scaling.bc.BCModel` acting on batches.
+    """A loaded :class:`~robogen.policies.bc_net.BCModel` acting on batches.
 
     Attributes:
         model: The behaviour-cloning model.
@@ -53,6 +53,8 @@ class FlaxBCPolicy:
         action_space: ``Box(action_low, action_high, (A,), float32)``.
         obs_mode: ``state``, ``pixels`` or ``state+pixels``.
     """
+
+    capabilities: ClassVar[PolicyCapabilities] = PolicyCapabilities(slots=False, seeds=False)
 
     def __init__(self, model: BCModel, path: Path | None = None) -> None:
         from gymnasium import spaces
@@ -86,7 +88,7 @@ class FlaxBCPolicy:
         return self.model.predict(obs)
 
 
-@register_policy_scheme("flax")
+@register_policy_scheme("flax", form="flax:DIR")
 def load_flax(rest: str, ctx: LoadContext) -> FlaxBCPolicy:
     """Load ``flax:PATH``.
 
@@ -97,7 +99,7 @@ def load_flax(rest: str, ctx: LoadContext) -> FlaxBCPolicy:
     """
     if not rest.strip():
         raise InvalidSpecError(FLAX_URI.format(uri=f"flax:{rest}"))
-    from robogen.scaling.bc_io import load_bc
+    from robogen.policies.bc_io import load_bc
 
     path = Path(rest).expanduser()
     model = load_bc(path)

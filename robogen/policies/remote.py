@@ -42,13 +42,13 @@ import time
 from collections import deque
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
 from robogen.errors import InfrastructureError, InvalidSpecError, SpaceMismatchError
 from robogen.policies.adapter import AdapterSpec, parse_remote_uri
-from robogen.policies.base import LoadContext, register_policy_scheme
+from robogen.policies.base import LoadContext, PolicyCapabilities, register_policy_scheme
 from robogen.policies.wire import WireError, packb, unpackb
 
 API_KEY_ENV = "ROBOGEN_API_KEY"
@@ -180,6 +180,8 @@ class RemotePolicy:
         server_latency_ms: Per slot, the round-trip times [ms] of the current episode's
             requests (cleared at reset).
     """
+
+    capabilities: ClassVar[PolicyCapabilities] = PolicyCapabilities(slots=True, seeds=True)
 
     def __init__(self, endpoints: Sequence[str], spec: AdapterSpec, ctx: LoadContext,
                  api_key: str | None = None) -> None:
@@ -406,7 +408,7 @@ class RemotePolicy:
             pass
 
 
-@register_policy_scheme("remote")
+@register_policy_scheme("remote", form="remote:ws://HOST:PORT[?options]")
 def load_remote(rest: str, ctx: LoadContext) -> RemotePolicy:
     """Load ``remote:ws://HOST:PORT[,...][?options]`` and probe every endpoint.
 

@@ -39,7 +39,7 @@ import re
 import zipfile
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -47,6 +47,7 @@ from robogen.errors import CheckpointError, SpaceMismatchError, UnknownNameError
 from robogen.policies.base import (
     POLICY_SCHEMES,
     LoadContext,
+    PolicyCapabilities,
     check_compatible,
     register_policy_scheme,
 )
@@ -114,6 +115,8 @@ class SB3Policy:
     """
 
     transposes_images = True
+
+    capabilities: ClassVar[PolicyCapabilities] = PolicyCapabilities(slots=True, seeds=False)
 
     def __init__(self, model: Any, algo: str, path: Path, vecnormalize: Any = None,
                  load_info: PolicyLoadInfo | None = None) -> None:
@@ -426,7 +429,7 @@ def load_model(path: Path, device: str = "cpu") -> tuple[Any, str]:
         errors[-1][1] if errors else None)
 
 
-@register_policy_scheme("sb3")
+@register_policy_scheme("sb3", form="sb3:PATH.zip")
 def load_sb3(rest: str, ctx: LoadContext) -> SB3Policy:
     """Load ``sb3:PATH.zip`` for the env of ``ctx``.
 

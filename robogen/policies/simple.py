@@ -25,12 +25,12 @@ import importlib.util
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
 from robogen.errors import CheckpointError, InvalidSpecError, SpaceMismatchError
-from robogen.policies.base import LoadContext, Policy, register_policy_scheme
+from robogen.policies.base import LoadContext, Policy, PolicyCapabilities, register_policy_scheme
 
 PYTHON_URI = "python policy URI must be 'python:pkg.module:factory' or " \
     "'python:path/to/file.py:factory', got {uri!r}"
@@ -55,6 +55,8 @@ class RandomPolicy:
     Raises:
         SpaceMismatchError: If the action space is not a Box with finite bounds.
     """
+
+    capabilities: ClassVar[PolicyCapabilities] = PolicyCapabilities(slots=True, seeds=True)
 
     def __init__(self, observation_space: Any, action_space: Any, obs_mode: str, seed: int = 0
                  ) -> None:
@@ -104,7 +106,7 @@ class RandomPolicy:
         return a.astype(np.float32)
 
 
-@register_policy_scheme("random")
+@register_policy_scheme("random", form="random[:SEED]")
 def load_random(rest: str, ctx: LoadContext) -> RandomPolicy:
     """Load ``random`` or ``random:SEED``.
 
@@ -158,7 +160,7 @@ def _import(module: str, uri: str) -> Any:
             fix="fix the error raised while importing it")) from e
 
 
-@register_policy_scheme("python")
+@register_policy_scheme("python", form="python:MODULE:FACTORY")
 def load_python(rest: str, ctx: LoadContext) -> Policy:
     """Load ``python:pkg.module:factory`` (or ``python:file.py:factory``) via ``factory(ctx)``.
 

@@ -19,13 +19,13 @@ observation mode. ``expert:`` alone picks the expert of the env evaluated.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 from gymnasium import spaces
 
 from robogen.errors import InvalidSpecError, UnknownNameError
-from robogen.policies.base import LoadContext
+from robogen.policies.base import LoadContext, PolicyCapabilities
 
 GAIN = 10.0
 """Proportional gain of the Fetch experts [1/m] (action 1 = 0.05 m per step)."""
@@ -39,6 +39,8 @@ WRONG_ENV = "expert:{name} is the scripted expert of {name}; it cannot act in {e
 
 class _SuiteExpert:
     """Slot bookkeeping shared by the suite experts (one scene per env slot)."""
+
+    capabilities: ClassVar[PolicyCapabilities] = PolicyCapabilities(slots=True, seeds=False)
 
     def __init__(self, name: str, ctx: LoadContext | None) -> None:
         self.name = name

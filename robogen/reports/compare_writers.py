@@ -13,8 +13,9 @@ import json
 import math
 from pathlib import Path
 
-from robogen.reports.compare import Comparison, PolicyDifference, Ranking
-from robogen.reports.writers import _CSS, _gap_ci, _html_table, _level, atomic_write_bytes
+from robogen._atomic import write_atomic
+from robogen.reports.comparison import Comparison, PolicyDifference, Ranking
+from robogen.reports.html_parts import CSS, gap_ci, html_table, level_label
 
 COMPARE_JSON = "compare.json"
 COMPARE_MD = "compare.md"
@@ -43,11 +44,11 @@ def write_comparison(comparison: Comparison, out_dir: Path) -> dict[str, Path]:
     png = gap_heatmap_png(comparison)
     text = json.dumps(comparison.to_dict(), indent=2, allow_nan=False) + "\n"
     return {
-        "heatmap": atomic_write_bytes(out_dir / HEATMAP_PNG, png),
-        "json": atomic_write_bytes(out_dir / COMPARE_JSON, text.encode()),
-        "md": atomic_write_bytes(out_dir / COMPARE_MD,
+        "heatmap": write_atomic(out_dir / HEATMAP_PNG, png),
+        "json": write_atomic(out_dir / COMPARE_JSON, text.encode()),
+        "md": write_atomic(out_dir / COMPARE_MD,
                                  render_compare_markdown(comparison).encode()),
-        "html": atomic_write_bytes(out_dir / COMPARE_HTML,
+        "html": write_atomic(out_dir / COMPARE_HTML,
                                    render_compare_html(comparison, png).encode()),
     }
 
@@ -72,9 +73,9 @@ def _gap_rows(c: Comparison) -> list[list[str]]:
         cells = []
         for b in by:
             g = b.get(name)
-            cells.append("n/a" if g is None else (_gap_ci(g.gap, g.ci_low, g.ci_high)
+            cells.append("n/a" if g is None else (gap_ci(g.gap, g.ci_low, g.ci_high)
                                                   if math.isfinite(g.gap) else g.status))
-        rows.append([g0.axis, _level(g0.severity, g0.split), *cells])
+        rows.append([g0.axis, level_label(g0.severity, g0.split), *cells])
     return rows
 
 
@@ -82,10 +83,10 @@ def _diff_rows(c: Comparison) -> list[list[str]]:
     rows = []
     for d in c.differences:
         rows.append([
-            d.axis, _level(d.severity, d.split), f"{d.run_a} − {d.run_b}",
-            _gap_ci(d.difference, d.ci_low, d.ci_high) if not d.note else d.note,
+            d.axis, level_label(d.severity, d.split), f"{d.run_a} − {d.run_b}",
+            gap_ci(d.difference, d.ci_low, d.ci_high) if not d.note else d.note,
             _p(d.p_value), _p(d.p_holm),
-            _gap_ci(d.success_difference, d.success_ci_low, d.success_ci_high)
+            gap_ci(d.success_difference, d.success_ci_low, d.success_ci_high)
             if not d.note else "n/a",
             _p(d.mcnemar_p_holm), str(d.n),
         ])
@@ -144,19 +145,19 @@ def render_compare_html(c: Comparison, heatmap_png: bytes | None = None) -> str:
     parts = [
         "<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
         f"<title>robogen compare: {e(m.env_id)}</title>"
-        f"<style>{_CSS}tr.sig td{{font-weight:600}}</style></head><body>",
+        f"<style>{CSS}tr.sig td{{font-weight:600}}</style></head><body>",
         f"<h1>robogen compare: {e(m.env_id)}</h1>",
         f'<p class="meta">{len(c.runs)} policies · n = {m.n_episodes} episodes/condition · seed '
         f"{m.seed} · max {m.max_steps} steps · spec <code>{e(m.spec_hash[:12])}</code> · built "
         f"{e(c.created)}</p>",
         "<h2>Policies</h2>",
-        _html_table(["run", "policy", "observes", f"nominal success [{ci}]"], _runs_rows(c)),
+        html_table(["run", "policy", "observes", f"nominal success [{ci}]"], _runs_rows(c)),
     ]
     if heatmap_png:
         b64 = base64.b64encode(heatmap_png).decode("ascii")
         parts.append(f'<img alt="gap heatmap" src="data:image/png;base64,{b64}">')
     parts += ["<h2>Gaps</h2>",
-              _html_table(["axis", "level", *(r.label for r in c.runs)], _gap_rows(c))]
+              html_table(["axis", "level", *(r.label for r in c.runs)], _gap_rows(c))]
     if c.rankings:
         parts.append(f"<h2>Ranking</h2><p class=\"note\">{e(_RANK_NOTE)}</p><ul>")
         parts += [f"<li><b>{e(_rank_title(r))}</b>: {e(_ranking_line(r))}</li>"
@@ -164,7 +165,7 @@ def render_compare_html(c: Comparison, heatmap_png: bytes | None = None) -> str:
         parts.append("</ul>")
     classes = ["sig" if _significant(d, c.confidence) else "" for d in c.differences]
     parts += ["<h2>Paired differences between policies</h2>",
-              _html_table([h.format(ci=ci) for h in _DIFF_HEAD], _diff_rows(c), classes),
+              html_table([h.format(ci=ci) for h in _DIFF_HEAD], _diff_rows(c), classes),
               f'<p class="note">{e(METHODS)} Rows in bold: Holm-adjusted p &lt; '
               f"{1 - c.confidence:g}.</p>",
               "</body></html>"]

@@ -13,11 +13,11 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from robogen.reports.plots import _empty, _figure, _png
+from robogen.reports.figures import empty_axes, figure_png, new_figure
 from robogen.reports.records import InteractionStats, Report
 
 if TYPE_CHECKING:
-    from robogen.reports.compare import Comparison
+    from robogen.reports.comparison import Comparison
 
 _CMAP = "RdBu_r"
 
@@ -33,11 +33,11 @@ def gap_heatmap_png(comparison: Comparison) -> bytes:
     """
     runs = comparison.runs
     conds = list(comparison.conditions)
-    fig = _figure(max(6.0, 2.5 + 1.5 * len(conds)), 1.4 + 0.7 * len(runs))
+    fig = new_figure(max(6.0, 2.5 + 1.5 * len(conds)), 1.4 + 0.7 * len(runs))
     ax = fig.add_subplot()
     if not conds:
-        _empty(ax, "no perturbed conditions")
-        return _png(fig)
+        empty_axes(ax, "no perturbed conditions")
+        return figure_png(fig)
     vals = np.full((len(runs), len(conds)), np.nan)
     text: list[list[str]] = []
     for i, r in enumerate(runs):
@@ -55,7 +55,7 @@ def gap_heatmap_png(comparison: Comparison) -> bytes:
           "gap: nominal − perturbed success")
     ax.set_title(f"Generalization gap per policy ({comparison.confidence * 100:g}% CI)",
                  fontsize=10)
-    return _png(fig)
+    return figure_png(fig)
 
 
 def interaction_heatmap_png(report: Report) -> bytes | None:
@@ -90,12 +90,12 @@ def interaction_heatmap_png(report: Report) -> bytes | None:
                 vals[r, c] = it.interaction
                 text[r][c] = (f"{it.interaction:+.2f}\n[{it.ci_low:+.2f}, {it.ci_high:+.2f}]"
                               f"\n@{it.severity:g}")
-    fig = _figure(max(4.5, 1.6 + 1.1 * k), max(3.5, 1.2 + 0.9 * k))
+    fig = new_figure(max(4.5, 1.6 + 1.1 * k), max(3.5, 1.2 + 0.9 * k))
     ax = fig.add_subplot()
     _draw(ax, vals, text, axes, axes, fig, "interaction: gap(A∧B) − gap(A) − gap(B)")
     ax.set_title(f"Pair interactions ({report.confidence * 100:g}% CI); > 0: they compound",
                  fontsize=10)
-    return _png(fig)
+    return figure_png(fig)
 
 
 def _draw(ax, vals: np.ndarray, text: Sequence[Sequence[str]], rows: Sequence[str],  # noqa: ANN001

@@ -9,15 +9,14 @@ registry, safe to call from worker threads.
 
 from __future__ import annotations
 
-import io
 import math
 from pathlib import Path
 
 import numpy as np
-from matplotlib.backends.backend_agg import FigureCanvasAgg
-from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
+from robogen._atomic import write_atomic
+from robogen.reports.figures import empty_axes, figure_png, new_figure
 from robogen.reports.records import (
     STATUS_NOT_APPLIED,
     STATUS_NOT_OBSERVED,
@@ -26,7 +25,6 @@ from robogen.reports.records import (
     Report,
 )
 
-DPI = 100
 _OK_COLOR = "#3366aa"
 _FLAG_COLOR = "#aaaaaa"
 _COMBINED_COLOR = "#aa4433"
@@ -55,11 +53,11 @@ def gap_chart_png(report: Report) -> bytes:
         PNG image bytes.
     """
     rows: list[AxisGap] = [*report.gaps, *report.combined_gaps]
-    fig = _figure(7.0, 1.2 + 0.32 * max(len(rows), 1))
+    fig = new_figure(7.0, 1.2 + 0.32 * max(len(rows), 1))
     ax = fig.add_subplot()
     if not rows:
-        _empty(ax, "no perturbed conditions")
-        return _png(fig)
+        empty_axes(ax, "no perturbed conditions")
+        return figure_png(fig)
     ys = np.arange(len(rows))
     used: dict[str, str] = {}
     for y, g in zip(ys, rows, strict=True):
@@ -97,7 +95,7 @@ def gap_chart_png(report: Report) -> bytes:
         ax.legend(
             handles=handles, fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False
         )
-    return _png(fig)
+    return figure_png(fig)
 
 
 def severity_chart_png(report: Report) -> bytes:
@@ -113,12 +111,12 @@ def severity_chart_png(report: Report) -> bytes:
     Returns:
         PNG image bytes.
     """
-    fig = _figure(7.0, 4.2)
+    fig = new_figure(7.0, 4.2)
     ax = fig.add_subplot()
     curves = report.severity_curves
     if not curves:
-        _empty(ax, "no severity levels")
-        return _png(fig)
+        empty_axes(ax, "no severity levels")
+        return figure_png(fig)
     colors = [f"C{i % 10}" for i in range(len(curves))]
     for c, color in zip(curves, colors, strict=True):
         x = np.asarray(c.severities, dtype=float)
@@ -141,7 +139,7 @@ def severity_chart_png(report: Report) -> bytes:
     ax.set_title(f"Success against severity ({_pct(report)} Wilson bands)", fontsize=10)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7, loc="lower left", ncol=2, frameon=False)
-    return _png(fig)
+    return figure_png(fig)
 
 
 def condition_chart_png(report: Report) -> bytes:
@@ -154,11 +152,11 @@ def condition_chart_png(report: Report) -> bytes:
         PNG image bytes.
     """
     conds = [c for c in report.conditions if c.n > 0]
-    fig = _figure(7.0, 1.2 + 0.28 * max(len(conds), 1))
+    fig = new_figure(7.0, 1.2 + 0.28 * max(len(conds), 1))
     ax = fig.add_subplot()
     if not conds:
-        _empty(ax, "no episodes recorded")
-        return _png(fig)
+        empty_axes(ax, "no episodes recorded")
+        return figure_png(fig)
     ys = np.arange(len(conds))
     rates = np.array([c.success_rate for c in conds])
     lows = np.array([c.ci_low for c in conds])
@@ -180,7 +178,7 @@ def condition_chart_png(report: Report) -> bytes:
     ax.set_xlabel(f"success rate ({_pct(report)} Wilson CI)")
     ax.set_title("Success per condition", fontsize=10)
     ax.grid(axis="x", alpha=0.3)
-    return _png(fig)
+    return figure_png(fig)
 
 
 def all_plots_png(report: Report) -> dict[str, bytes]:
@@ -204,31 +202,12 @@ def save_plots(report: Report, out_dir: Path) -> dict[str, Path]:
     Returns:
         Plot key -> written path (names from :data:`PLOT_FILES`).
     """
-    from robogen.reports.writers import atomic_write_bytes
-
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     return {
-        key: atomic_write_bytes(out_dir / PLOT_FILES[key], data)
+        key: write_atomic(out_dir / PLOT_FILES[key], data)
         for key, data in all_plots_png(report).items()
     }
-
-
-def _figure(width_in: float, height_in: float) -> Figure:
-    fig = Figure(figsize=(width_in, height_in), dpi=DPI, layout="constrained")
-    FigureCanvasAgg(fig)
-    return fig
-
-
-def _png(fig: Figure) -> bytes:
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=DPI, metadata={"Software": None})
-    return buf.getvalue()
-
-
-def _empty(ax, text: str) -> None:  # noqa: ANN001 - matplotlib Axes
-    ax.text(0.5, 0.5, text, ha="center", va="center", transform=ax.transAxes)
-    ax.set_axis_off()
 
 
 def _row_label(g: AxisGap) -> str:

@@ -22,6 +22,7 @@ from urllib.parse import quote
 
 from robogen._atomic import write_atomic
 from robogen.errors import InvalidSpecError, RunDirError
+from robogen.reports.html_parts import CSS, NA, gap_ci, html_table, level_label
 from robogen.reports.provenance import policy_load_lines, run_facts, video_infos
 from robogen.reports.records import (
     REPORT_SCHEMA_VERSION,
@@ -44,7 +45,6 @@ NO_REPORT = "no {name} in {path}; build it with: robogen report {run_dir}"
 CORRUPT_REPORT = (
     "{path} is not a valid robogen report ({why}); rebuild it with: robogen report {run_dir}"
 )
-NA = "n/a"
 
 
 def write_report(
@@ -256,15 +256,15 @@ def _header_line(report: Report, *, html_out: bool = False) -> str:
 def _md_gap_row(g: AxisGap) -> str:
     status = g.status if g.status != STATUS_OK else ""
     return (
-        f"| {g.axis} | {_level(g.severity, g.split)} | {_gap_ci(g.gap, g.ci_low, g.ci_high)} "
+        f"| {g.axis} | {level_label(g.severity, g.split)} | {gap_ci(g.gap, g.ci_low, g.ci_high)} "
         f"| {_percent(g.relative_drop)} | {g.n10} / {g.n01} | {g.n_pairs} | {status} |"
     )
 
 
 def _md_interaction_row(i: InteractionStats) -> str:
     return (
-        f"| {'+'.join(i.axes)} @{_level(i.severity, i.split)} | {_signed(i.combined_gap)} "
-        f"| {_signed(i.sum_single_gaps)} | {_gap_ci(i.interaction, i.ci_low, i.ci_high)} | {i.n} |"
+        f"| {'+'.join(i.axes)} @{level_label(i.severity, i.split)} | {_signed(i.combined_gap)} "
+        f"| {_signed(i.sum_single_gaps)} | {gap_ci(i.interaction, i.ci_low, i.ci_high)} | {i.n} |"
     )
 
 
@@ -276,22 +276,6 @@ def _md_condition_row(c: ConditionStats) -> str:
 
 
 # ---------------------------------------------------------------------------- html
-
-_CSS = """
-body{font-family:system-ui,-apple-system,Segoe UI,Helvetica,Arial,sans-serif;margin:2em auto;
-max-width:980px;color:#222;line-height:1.4;padding:0 1em}
-h1{font-size:1.5em;margin-bottom:.2em}
-h2{font-size:1.15em;margin-top:1.6em;border-bottom:1px solid #ddd}
-table{border-collapse:collapse;margin:.5em 0;font-size:.9em}
-th,td{border:1px solid #ddd;padding:.25em .6em;text-align:right}
-th{background:#f3f3f3}td:first-child,th:first-child{text-align:left}
-tr.flag td{color:#777}tr.na td{color:#999;font-style:italic}
-.meta{color:#555}.note{color:#555;font-size:.9em}
-img{max-width:100%;display:block;margin:.5em 0}
-pre{background:#f7f7f7;padding:.8em;overflow:auto;font-size:.8em}
-video{max-width:100%}
-"""
-
 
 def render_html(
     report: Report,
@@ -317,7 +301,7 @@ def render_html(
     parts = [
         "<!DOCTYPE html>",
         '<html lang="en"><head><meta charset="utf-8">',
-        f"<title>robogen report: {e(m.env_id)}</title><style>{_CSS}</style></head><body>",
+        f"<title>robogen report: {e(m.env_id)}</title><style>{CSS}</style></head><body>",
         f"<h1>robogen report: {e(m.env_id)}</h1>",
         f'<p class="meta">policy <code>{e(m.policy)}</code> · {_header_line(report, html_out=True)}'
         f" · built {e(report.created)}</p>",
@@ -343,8 +327,8 @@ def render_html(
         rows = [
             [
                 g.axis,
-                _level(g.severity, g.split),
-                _gap_ci(g.gap, g.ci_low, g.ci_high),
+                level_label(g.severity, g.split),
+                gap_ci(g.gap, g.ci_low, g.ci_high),
                 _percent(g.relative_drop),
                 f"{g.n10} / {g.n01}",
                 str(g.n_pairs),
@@ -357,7 +341,7 @@ def render_html(
             for g in gaps
         ]
         parts.append(
-            _html_table(
+            html_table(
                 ["axis", "level", f"gap [{ci}]", "rel. drop", "n10 / n01", "pairs", "status"],
                 rows,
                 classes,
@@ -367,16 +351,16 @@ def render_html(
         parts.append("<h2>Interactions</h2>")
         rows = [
             [
-                f"{'+'.join(i.axes)} @{_level(i.severity, i.split)}",
+                f"{'+'.join(i.axes)} @{level_label(i.severity, i.split)}",
                 _signed(i.combined_gap),
                 _signed(i.sum_single_gaps),
-                _gap_ci(i.interaction, i.ci_low, i.ci_high),
+                gap_ci(i.interaction, i.ci_low, i.ci_high),
                 str(i.n),
             ]
             for i in report.interactions
         ]
         parts.append(
-            _html_table(
+            html_table(
                 ["combination", "combined gap", "sum of singles", f"interaction [{ci}]", "n"], rows
             )
         )
@@ -386,7 +370,7 @@ def render_html(
         )
     if report.breaking_points:
         parts.append("<h2>Breaking points</h2>")
-        parts.append(_html_table(
+        parts.append(html_table(
             ["axis", "success falls to", f"severity [{ci}]", "severities run"],
             _breaking_rows(report)))
         parts.append(
@@ -408,7 +392,7 @@ def render_html(
         for c in report.conditions
     ]
     parts.append(
-        _html_table(
+        html_table(
             ["condition", f"success [{ci}]", "return (mean ± sd)", "length", "n", "invalid",
              "failures"], rows
         )
@@ -480,18 +464,6 @@ def _breaking_rows(report: Report) -> list[list[str]]:
     ]
 
 
-def _html_table(
-    header: Sequence[str], rows: Sequence[Sequence[str]], classes: Sequence[str] | None = None
-) -> str:
-    e = html.escape
-    head = "".join(f"<th>{e(h)}</th>" for h in header)
-    body = []
-    for k, row in enumerate(rows):
-        cls = f' class="{classes[k]}"' if classes and classes[k] else ""
-        body.append(f"<tr{cls}>" + "".join(f"<td>{e(c)}</td>" for c in row) + "</tr>")
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
-
-
 # ---------------------------------------------------------------------------- formatting
 
 
@@ -529,24 +501,12 @@ def _grouped_notes(gaps: Sequence[AxisGap]) -> dict[tuple[str, str], list[str]]:
     return out
 
 
-def _level(severity: float, split: str) -> str:
-    if split == "all":
-        return f"{severity:g}"
-    return split if severity == 1.0 else f"{split}:{severity:g}"
-
-
 def _signed(x: float) -> str:
     return f"{x:+.2f}" if math.isfinite(x) else NA
 
 
 def _num(x: float, digits: int = 2) -> str:
     return f"{x:.{digits}f}" if math.isfinite(x) else NA
-
-
-def _gap_ci(gap: float, low: float, high: float) -> str:
-    if not math.isfinite(gap):
-        return NA
-    return f"{gap:+.2f} [{low:+.2f}, {high:+.2f}]"
 
 
 def _percent(x: float) -> str:

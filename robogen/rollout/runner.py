@@ -21,7 +21,8 @@ import numpy as np
 
 from robogen.configs import EvalConfig
 from robogen.errors import InvalidSpecError, RunDirError
-from robogen.rollout.backend import Backend, BackendOptions, make_backend
+from robogen.rollout.backend import Backend, BackendOptions
+from robogen.rollout.backends import make_backend
 from robogen.rollout.plan import build_conditions, make_units
 from robogen.rollout.session import EvalSession
 from robogen.rollout.store import ResultStore
@@ -97,11 +98,11 @@ def _default_out(cfg: EvalConfig) -> Path:
 def build_manifest(cfg: EvalConfig, env: Any, policy: Any) -> EvalManifest:
     """The manifest of ``cfg`` given the env and policy it will use (for spaces and render)."""
     from robogen.envs.base import find_scene
-    from robogen.policies.base import policy_load_info
+    from robogen.policies.base import PrivilegedPolicy, policy_load_info
 
     scene = find_scene(env)
     axes = cfg.resolved_axes()
-    render = getattr(scene, "render_settings", None) or RenderSettings()
+    render = scene.render_settings
     render = replace(
         render,
         width=cfg.width,
@@ -112,11 +113,8 @@ def build_manifest(cfg: EvalConfig, env: Any, policy: Any) -> EvalManifest:
         mujoco_gl=os.environ.get("MUJOCO_GL", ""),
     )
     max_steps = cfg.max_steps or int(getattr(env.spec, "max_episode_steps", None) or 1000)
-    policy_obs = "state" if callable(getattr(policy, "attach", None)) else cfg.obs_mode
-    rule = getattr(scene, "success_rule", None)
-    if not isinstance(rule, str):
-        described = getattr(getattr(scene, "rule", None), "describe", None)
-        rule = described() if callable(described) else ""
+    policy_obs = "state" if isinstance(policy, PrivilegedPolicy) else cfg.obs_mode
+    rule = scene.success_rule
     from robogen.reports.sweep import HALF, SWEEP_GRID
 
     sevs = list(SWEEP_GRID) if cfg.is_sweep else list(cfg.severities)
@@ -215,13 +213,14 @@ def probe_policy(uri: str, policy: Any, env: Any) -> None:
     """
     from robogen.envs.base import find_scene
     from robogen.errors import SpaceMismatchError
+    from robogen.policies.base import PrivilegedPolicy
     from robogen.rollout.plan import episode_seed
     from robogen.rollout.worker import accepts_slots
 
     shape = tuple(getattr(env.action_space, "shape", ()) or ())
     fmt = {"uri": uri, "act_shape": ", ".join(map(str, shape)), "space": env.action_space}
     obs, _ = env.reset(seed=episode_seed(0, 0))
-    if callable(getattr(policy, "attach", None)):
+    if isinstance(policy, PrivilegedPolicy):
         policy.attach([find_scene(env)] * 2)
     try:
         policy.reset([0, 1])

@@ -103,8 +103,10 @@ def accepts_keyword(fn: Any, name: str) -> bool:
 
 
 def accepts_slots(policy: Any) -> bool:
-    """True if ``policy.act`` takes a ``slots`` keyword (see the Policy protocol)."""
-    return accepts_keyword(policy.act, "slots")
+    """True if ``policy`` declares (or its ``act`` takes) ``slots`` (see the Policy protocol)."""
+    from robogen.policies.base import policy_capabilities
+
+    return policy_capabilities(policy).slots
 
 
 class EpisodeWorker:
@@ -116,7 +118,7 @@ class EpisodeWorker:
     """
 
     def __init__(self, manifest: EvalManifest, device: str = "cpu") -> None:
-        from robogen.policies import load_policy
+        from robogen.policies import load_policy, policy_capabilities
 
         try:
             import torch
@@ -131,8 +133,8 @@ class EpisodeWorker:
             manifest.env_id, manifest.obs_mode, manifest.vecnormalize, self._envs[0], device
         )
         self.policy = load_policy(manifest.policy, ctx)
-        self._takes_slots = accepts_slots(self.policy)
-        self._takes_seeds = accepts_keyword(self.policy.reset, "seeds")
+        caps = policy_capabilities(self.policy)
+        self._takes_slots, self._takes_seeds = caps.slots, caps.seeds
         self._action_shape: tuple[int, ...] = tuple(
             getattr(self._envs[0].action_space, "shape", ()) or ()
         )
@@ -146,15 +148,14 @@ class EpisodeWorker:
 
     def _attach(self) -> None:
         from robogen.envs.base import find_scene
+        from robogen.policies.base import PrivilegedPolicy
 
         self._scenes = [find_scene(e) for e in self._envs]
         if self.manifest.obs_mode != "state":
             for scene in self._scenes:
-                if hasattr(scene, "defer_frames"):
-                    scene.defer_frames = True  # draw env k's frame while env k+1 steps
-        attach = getattr(self.policy, "attach", None)
-        if callable(attach):
-            attach(self._scenes)
+                scene.defer_frames = True  # draw env k's frame while env k+1 steps
+        if isinstance(self.policy, PrivilegedPolicy):
+            self.policy.attach(self._scenes)
 
     def _ensure_envs(self, n: int) -> None:
         if len(self._envs) < n:

@@ -2,7 +2,8 @@
 
 Modules:
     :mod:`~robogen.scaling.bc`: JAX/Flax behaviour cloning; many models trained at once
-    with ``vmap`` (:func:`train_bc_ensemble`). :mod:`~robogen.scaling.bc_io`: checkpoints
+    with ``vmap`` (:func:`train_bc_ensemble`); the network and checkpoints it trains live in
+    :mod:`robogen.policies.bc_net` / :mod:`robogen.policies.bc_io` (re-exported). Checkpoints
     (:func:`save_bc`, :func:`load_bc`; loaded by the ``flax:PATH`` policy scheme).
     :mod:`~robogen.scaling.curves`: fitting ``success(x) = 1 - a (x + n0)^b`` with bootstrap
     bands, ``curves.json``. :mod:`~robogen.scaling.curves_plot`: the figure.

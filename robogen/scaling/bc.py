@@ -40,7 +40,11 @@ Training many models at once:
     at batch 256, where XLA:CPU's batched matmuls are no faster than K
     separate ones); on a GPU the batched program is the one that fills it.
 
-Checkpoints (:func:`robogen.scaling.bc_io.save_bc` / ``load_bc``): a directory with
+The network, :class:`BCConfig` and :class:`BCModel` (inference) live in
+:mod:`robogen.policies.bc_net` and are re-exported here; this module trains them.
+
+Checkpoints (:func:`robogen.policies.bc_io.save_bc` / ``load_bc``, re-exported by
+:mod:`robogen.scaling.bc_io`): a directory with
 ``params.msgpack`` (``flax.serialization``) and ``bc.json`` (metadata: schema,
 observation mode and shapes, action bounds, normalization statistics, the
 :class:`BCConfig`, training information). ``bc.json`` is written last, so a
@@ -52,12 +56,10 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import math
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
-import flax.linen as nn
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -66,12 +68,25 @@ from flax import struct
 from numpy.typing import ArrayLike, NDArray
 
 from robogen.errors import InvalidSpecError
+from robogen.policies.bc_net import (
+    ARCHS,
+    BAD_ARCH,
+    NORM_CLIP,
+    STD_FLOOR,
+    BCConfig,
+    BCModel,
+    PolicyNet,
+    check_image_size,
+    forward,
+    min_image_size,
+)
 
-ARCHS = ("mlp", "cnn")
-STD_FLOOR = 1e-3
-"""State features whose training std is below this [obs units] are centred, not scaled."""
-NORM_CLIP = 10.0
-"""Normalized state features are clipped to ``[-NORM_CLIP, NORM_CLIP]``."""
+__all__ = [
+    "ARCHS", "BAD_ACTIONS", "BAD_ARCH", "BAD_OBS", "BAD_SEEDS", "BAD_SUBSETS", "NORM_CLIP",
+    "STD_FLOOR", "BCConfig", "BCModel", "TrainState", "bc_loss", "check_image_size",
+    "color_jitter", "init_bc", "min_image_size", "random_shift", "train_bc_ensemble",
+    "train_bc_sequential",
+]
 
 BAD_OBS = (
     "BC observations must be a (N, obs_dim) float array (state), a (N, H, W, 3) uint8 array "
@@ -83,171 +98,6 @@ BAD_SUBSETS = (
     "[0, {n}); {why}"
 )
 BAD_SEEDS = "seeds must be {k} non-negative integers (one per subset), got {seeds!r}"
-BAD_ARCH = "arch {arch!r} cannot read {obs_mode!r} observations; use {fix}"
-
-
-@dataclass(frozen=True)
-class BCConfig:
-    """Network and optimisation settings of a behaviour-cloning model."""
-
-    arch: str = "mlp"
-    """``mlp`` (state observations) or ``cnn`` (pixels, optionally with state)."""
-    hidden: tuple[int, ...] = (256, 256)
-    """Widths of the ReLU layers of the MLP head."""
-    conv_channels: tuple[int, ...] = (16, 32, 32)
-    """Output channels of the conv layers (``cnn``)."""
-    conv_kernels: tuple[int, ...] = (8, 4, 3)
-    """Square kernel sizes [px] of the conv layers."""
-    conv_strides: tuple[int, ...] = (4, 2, 1)
-    """Strides [px] of the conv layers."""
-    feature_dim: int = 128
-    """Width of the image feature after the conv stack (``cnn``)."""
-    keypoints: int = 0
-    """Spatial-softmax keypoints taken from the last conv map (``cnn``; 0: none): a 1x1 conv to
-    ``keypoints`` maps, a softmax over each map's pixels and its expected ``(x, y)`` in [-1, 1]
-    (Levine, Finn, Darrell & Abbeel 2016, "End-to-End Training of Deep Visuomotor Policies"),
-    joined with the projected features."""
-    steps: int = 2000
-    """Gradient steps per model."""
-    batch_size: int = 256
-    """Minibatch size (samples drawn with replacement from the model's subset)."""
-    lr: float = 1e-3
-    """Adam learning rate (the peak rate with ``lr_schedule="cosine"``)."""
-    lr_schedule: str = "constant"
-    """``constant`` or ``cosine`` (decay to 0 over ``steps``; Loshchilov & Hutter 2017, SGDR)."""
-    weight_decay: float = 0.0
-    """Decoupled weight decay (AdamW); 0 gives Adam."""
-    max_grad_norm: float | None = 1.0
-    """Global gradient-norm clip; None disables it."""
-    augment: bool = False
-    """DrQ random-shift augmentation of pixel observations during training."""
-    shift_pad: int = 4
-    """Random-shift padding [px]."""
-    color_jitter: float = 0.0
-    """Colour-jitter strength ``s`` during training (pixels; 0 disables it): per image a
-    brightness, contrast and saturation factor in ``[1 - s, 1 + s]`` and a per-channel gain in
-    ``[1 - s/2, 1 + s/2]`` (see :func:`color_jitter`)."""
-    state_indices: tuple[int, ...] | None = None
-    """Indices of the state features the network reads (e.g. proprioception only); None: all."""
-    chunk_steps: int | None = None
-    """Steps per compiled call (None: all steps in one call); a progress hook runs between."""
-
-    def __post_init__(self) -> None:
-        if self.arch not in ARCHS:
-            raise InvalidSpecError(f"BC arch must be one of {ARCHS}, got {self.arch!r}")
-        for name in ("steps", "batch_size", "feature_dim"):
-            value = getattr(self, name)
-            if not (isinstance(value, int) and value > 0):
-                raise InvalidSpecError(f"BC {name} must be a positive integer, got {value!r}")
-        if not (self.lr > 0 and math.isfinite(self.lr)):
-            raise InvalidSpecError(f"BC lr must be a finite number > 0, got {self.lr!r}")
-        if not (self.weight_decay >= 0):
-            raise InvalidSpecError(f"BC weight_decay must be >= 0, got {self.weight_decay!r}")
-        if self.max_grad_norm is not None and not self.max_grad_norm > 0:
-            raise InvalidSpecError(
-                f"BC max_grad_norm must be > 0 or None, got {self.max_grad_norm!r}")
-        if not (isinstance(self.shift_pad, int) and self.shift_pad >= 0):
-            raise InvalidSpecError(f"BC shift_pad must be an integer >= 0, got {self.shift_pad!r}")
-        if self.chunk_steps is not None and not (
-                isinstance(self.chunk_steps, int) and self.chunk_steps > 0):
-            raise InvalidSpecError(
-                f"BC chunk_steps must be a positive integer or None, got {self.chunk_steps!r}")
-        if self.lr_schedule not in ("constant", "cosine"):
-            raise InvalidSpecError(
-                f"BC lr_schedule must be 'constant' or 'cosine', got {self.lr_schedule!r}")
-        if not (isinstance(self.keypoints, int) and self.keypoints >= 0):
-            raise InvalidSpecError(f"BC keypoints must be an integer >= 0, got {self.keypoints!r}")
-        if not (isinstance(self.color_jitter, (int, float)) and 0 <= self.color_jitter < 1):
-            raise InvalidSpecError(
-                f"BC color_jitter must be a number in [0, 1), got {self.color_jitter!r}")
-        if self.state_indices is not None and not (
-                len(self.state_indices) > 0 and len(set(self.state_indices)) ==
-                len(self.state_indices) and all(isinstance(i, int) and i >= 0
-                                                for i in self.state_indices)):
-            raise InvalidSpecError(
-                "BC state_indices must be None or distinct non-negative integers, got "
-                f"{self.state_indices!r}")
-        if not (len(self.conv_channels) == len(self.conv_kernels) == len(self.conv_strides)):
-            raise InvalidSpecError(
-                "BC conv_channels, conv_kernels and conv_strides must have the same length, got "
-                f"{self.conv_channels}, {self.conv_kernels}, {self.conv_strides}")
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-serializable form."""
-        return dataclasses.asdict(self)
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> BCConfig:
-        """Inverse of :meth:`to_dict` (lists become tuples; unknown keys are an error)."""
-        names = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(d) - names)
-        if unknown:
-            raise InvalidSpecError(
-                f"unknown BC config field(s) {unknown}; expected {sorted(names)}")
-        return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in d.items()})
-
-
-def min_image_size(config: BCConfig) -> int:
-    """Smallest square image side [px] whose conv stack (``VALID`` padding) leaves >= 1 px.
-
-    Each layer maps a side ``n`` to ``(n - kernel) // stride + 1``; the bound is
-    found by running that map backwards from 1.
-    """
-    side = 1
-    for k, s in zip(reversed(config.conv_kernels), reversed(config.conv_strides), strict=True):
-        side = (side - 1) * s + k
-    return side
-
-
-def check_image_size(config: BCConfig, size: int) -> None:
-    """Raise :class:`InvalidSpecError` if ``size`` [px] is too small for the CNN of ``config``."""
-    need = min_image_size(config)
-    if config.arch == "cnn" and size < need:
-        raise InvalidSpecError(
-            f"images of {size}x{size} px are too small for the BC CNN (kernels "
-            f"{list(config.conv_kernels)}, strides {list(config.conv_strides)}): it needs at least "
-            f"{need}x{need}; use --image-size {need} or more (84 is the default)")
-
-
-def _spatial_softmax(maps: jax.Array) -> jax.Array:
-    """Expected image coordinates of each map: ``(..., H, W, K)`` -> ``(..., 2K)`` in [-1, 1]."""
-    h, w, k = maps.shape[-3:]
-    flat = maps.reshape((*maps.shape[:-3], h * w, k))
-    prob = jax.nn.softmax(flat, axis=-2)
-    ys, xs = jnp.meshgrid(jnp.linspace(-1.0, 1.0, h), jnp.linspace(-1.0, 1.0, w), indexing="ij")
-    ex = jnp.einsum("...pk,p->...k", prob, xs.reshape(-1))
-    ey = jnp.einsum("...pk,p->...k", prob, ys.reshape(-1))
-    return jnp.concatenate([ex, ey], axis=-1)
-
-
-class _PolicyNet(nn.Module):
-    """MLP or CNN(+state) trunk with a ``tanh`` action head; inputs are pre-normalized."""
-
-    config: BCConfig
-    act_dim: int
-
-    @nn.compact
-    def __call__(self, state: jax.Array | None, pixels: jax.Array | None) -> jax.Array:
-        cfg = self.config
-        parts = []
-        if pixels is not None:
-            x = pixels.astype(jnp.float32) / 255.0
-            for ch, k, s in zip(cfg.conv_channels, cfg.conv_kernels, cfg.conv_strides,
-                                strict=True):
-                x = nn.relu(nn.Conv(ch, (k, k), strides=(s, s), padding="VALID")(x))
-            if cfg.keypoints:
-                parts.append(_spatial_softmax(nn.Conv(cfg.keypoints, (1, 1))(x)))
-            x = x.reshape((*x.shape[:-3], -1))
-            x = jnp.tanh(nn.LayerNorm()(nn.Dense(cfg.feature_dim)(x)))
-            parts.append(x)
-        if state is not None:
-            if cfg.state_indices is not None:
-                state = state[..., jnp.asarray(cfg.state_indices)]
-            parts.append(state)
-        h = jnp.concatenate(parts, axis=-1) if len(parts) > 1 else parts[0]
-        for width in cfg.hidden:
-            h = nn.relu(nn.Dense(width)(h))
-        return jnp.tanh(nn.Dense(self.act_dim)(h))
 
 
 @struct.dataclass
@@ -259,59 +109,6 @@ class TrainState:
     opt_state: Any
     key: jax.Array
     step: jax.Array
-
-
-@dataclass(frozen=True, eq=False)
-class BCModel:
-    """A trained behaviour-cloning policy.
-
-    Attributes:
-        config: Network/optimisation settings it was trained with.
-        params: Flax parameter tree (numpy arrays).
-        obs_mode: ``state``, ``pixels`` or ``state+pixels``.
-        obs_shapes: Shape of one observation per key: ``{"state": (D,)}``,
-            ``{"pixels": (H, W, 3)}`` or both.
-        act_dim: Action dimension A.
-        action_low: ``(A,) float32`` lower action bounds (env units).
-        action_high: ``(A,) float32`` upper action bounds.
-        obs_mean: ``(D,) float32`` state normalization mean, or None without state.
-        obs_std: ``(D,) float32`` state normalization std (floored to 1 below ``STD_FLOOR``).
-        train_info: Seed, steps, subset size, final loss, a short loss curve.
-    """
-
-    config: BCConfig
-    params: Any
-    obs_mode: str
-    obs_shapes: Mapping[str, tuple[int, ...]]
-    act_dim: int
-    action_low: NDArray[np.float32]
-    action_high: NDArray[np.float32]
-    obs_mean: NDArray[np.float32] | None
-    obs_std: NDArray[np.float32] | None
-    train_info: Mapping[str, Any] = field(default_factory=dict)
-
-    def predict(self, obs: ArrayLike | Mapping[str, ArrayLike]) -> NDArray[np.float32]:
-        """Deterministic actions for a batch.
-
-        Args:
-            obs: ``(B, D) float32`` state, ``(B, H, W, 3) uint8`` pixels, or a dict of both.
-
-        Returns:
-            ``(B, A) float32`` actions in ``[action_low, action_high]`` (env units).
-        """
-        batch = _obs_dict(obs, self.obs_mode)
-        b = len(next(iter(batch.values())))
-        padded = 1 << max(0, (b - 1).bit_length())  # bucket batch sizes: few recompiles
-        batch = {k: _pad_rows(v, padded) for k, v in batch.items()}
-        fn = _predict_fn(self.config, self.act_dim)
-        out = np.asarray(fn(self.params, self._stats(), batch))[:b]
-        return (self.action_low + (out + 1.0) * 0.5 * (self.action_high - self.action_low)
-                ).astype(np.float32)
-
-    def _stats(self) -> dict[str, Any]:
-        if self.obs_mean is None:
-            return {}
-        return {"mean": self.obs_mean, "std": self.obs_std}
 
 
 def train_bc_ensemble(
@@ -604,20 +401,6 @@ def _subset_indices(subsets: Any, n: int) -> list[NDArray[np.int64]]:
     return [r.astype(np.int64) for r in rows]
 
 
-def _obs_dict(obs: Any, obs_mode: str) -> dict[str, NDArray[Any]]:
-    if obs_mode == "state+pixels":
-        return {"state": np.asarray(obs["state"], np.float32), "pixels": np.asarray(obs["pixels"])}
-    if obs_mode == "pixels":
-        return {"pixels": np.asarray(obs)}
-    return {"state": np.asarray(obs, np.float32)}
-
-
-def _pad_rows(a: NDArray[Any], rows: int) -> NDArray[Any]:
-    if len(a) == rows:
-        return a
-    return np.concatenate([a, np.zeros((rows - len(a), *a.shape[1:]), a.dtype)])
-
-
 def _chunks(config: BCConfig) -> list[tuple[int, int]]:
     size = config.chunk_steps or config.steps
     out, done = [], 0
@@ -629,14 +412,6 @@ def _chunks(config: BCConfig) -> list[tuple[int, int]]:
 
 
 # ---- compiled functions ----------------------------------------------------------------------
-
-
-def _forward(net: _PolicyNet, params: Any, stats: Mapping[str, jax.Array],
-             obs: Mapping[str, jax.Array]) -> jax.Array:
-    state = obs.get("state")
-    if state is not None:
-        state = jnp.clip((state - stats["mean"]) / stats["std"], -NORM_CLIP, NORM_CLIP)
-    return net.apply({"params": params}, state, obs.get("pixels"))
 
 
 def random_shift(key: jax.Array, pixels: jax.Array, pad: int) -> jax.Array:
@@ -706,7 +481,7 @@ def _optimizer(cfg: BCConfig) -> optax.GradientTransformation:
 
 @functools.lru_cache(maxsize=32)
 def _train_fns(cfg: BCConfig, act_dim: int) -> _TrainFns:
-    net = _PolicyNet(cfg, act_dim)
+    net = PolicyNet(cfg, act_dim)
     tx = _optimizer(cfg)
 
     def init(key: jax.Array, dummy: Mapping[str, jax.Array]) -> TrainState:
@@ -715,7 +490,7 @@ def _train_fns(cfg: BCConfig, act_dim: int) -> _TrainFns:
         return TrainState(params, tx.init(params), k_train, jnp.zeros((), jnp.int32))
 
     def loss_fn(params: Any, stats: Any, obs: Any, target: jax.Array) -> jax.Array:
-        return jnp.mean((_forward(net, params, stats, obs) - target) ** 2)
+        return jnp.mean((forward(net, params, stats, obs) - target) ** 2)
 
     def step(st: TrainState, idx: jax.Array, count: jax.Array, stats: Any,
              data: Mapping[str, jax.Array], targets: jax.Array) -> tuple[TrainState, jax.Array]:
@@ -784,9 +559,3 @@ def _python_loop(step: Callable[..., tuple[TrainState, jax.Array]], axis: int = 
         return state, jnp.stack(losses, axis=axis)
 
     return run
-
-
-@functools.lru_cache(maxsize=32)
-def _predict_fn(cfg: BCConfig, act_dim: int) -> Callable[..., jax.Array]:
-    net = _PolicyNet(cfg, act_dim)
-    return jax.jit(functools.partial(_forward, net))

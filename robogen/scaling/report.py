@@ -22,8 +22,9 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from robogen._atomic import write_atomic
+from robogen.reports.html_parts import CSS, html_table
 from robogen.reports.stats import wilson_interval
-from robogen.reports.writers import _CSS, _html_table, atomic_write_bytes
 
 if TYPE_CHECKING:
     from robogen.scaling.curves import CurvesFile, FactorCurve
@@ -55,7 +56,7 @@ def render_scaling_html(
     parts = [
         "<!DOCTYPE html>",
         '<html lang="en"><head><meta charset="utf-8">',
-        f"<title>robogen scaling: {e(curves.task)}</title><style>{_CSS}</style></head><body>",
+        f"<title>robogen scaling: {e(curves.task)}</title><style>{CSS}</style></head><body>",
         f"<h1>Factored scaling curves: {e(curves.task)}</h1>",
         f'<p class="meta">{e(_settings_line(curves))}</p>',
         '<p class="note">success(x) = 1 − a·(x + n0)^b, fitted by maximum likelihood; x is the '
@@ -81,7 +82,7 @@ def render_scaling_html(
     if expert:
         rows = [[f, str(v.get("successes")), str(v.get("episodes"))] for f, v in expert.items()]
         parts.append("<h2>Demonstrations</h2>")
-        parts.append(_html_table(["factor", "expert successes", "episodes recorded"],
+        parts.append(html_table(["factor", "expert successes", "episodes recorded"],
                                  rows))
     meta = json.dumps(dict(curves.meta), indent=2, default=str)
     parts.append(f"<h2>Settings</h2><pre>{e(meta)}</pre>")
@@ -100,7 +101,7 @@ def write_scaling_html(
     out = Path(path)
     out.parent.mkdir(parents=True, exist_ok=True)
     text = render_scaling_html(curves, plot_png=plot_png, plans=plans)
-    return atomic_write_bytes(out, text.encode("utf-8"))
+    return write_atomic(out, text.encode("utf-8"))
 
 
 def _settings_line(curves: CurvesFile) -> str:
@@ -141,7 +142,7 @@ def _fits_table(curves: CurvesFile) -> str:
         rows.append(cells)
     header = ["curve", f"a [{pct}]", f"b [{pct}]", f"n0 [{pct}]", "success at max x",
               "success at 2× max x", "deviance"]
-    return _html_table(header, rows) + (
+    return html_table(header, rows) + (
         f'<p class="note">Intervals: bootstrap percentiles ({pct}) over evaluation episodes '
         "and training seeds; predictions at the largest measured x and at twice it "
         "(extrapolated).</p>")
@@ -168,7 +169,7 @@ def _points_table(curve: FactorCurve, level: float) -> str:
             lo, hi = wilson_interval(k, n, level)
             rows.append([str(x), "pooled", f"{k}/{n}", f"{k / n:.3f} [{lo:.3f}, {hi:.3f}]",
                          f"{float(curve.fit.success(x)):.3f}"])
-    return _html_table(["demos added (x)", "training seed", "successes",
+    return html_table(["demos added (x)", "training seed", "successes",
                         f"success rate [{level * 100:g}% Wilson]", "fit"], rows)
 
 
@@ -185,5 +186,5 @@ def _plan_html(plan: Allocation) -> str:
     rows.append(["total", str(sum(f.demos for f in plan.factors)),
                  f"{plan.total_cost:g} / {plan.budget:g}", "", f"mean {plan.mean_success:.3f}"])
     return (f"<p><b>{e(plan.method)}</b> (budget {plan.budget:g}{e(extra)})</p>" +
-            _html_table(["factor", "demos", "cost", "success now",
+            html_table(["factor", "demos", "cost", "success now",
                          f"predicted success [{pct} band]"], rows))

@@ -87,3 +87,59 @@ def test_a_toy_family_is_one_module_and_one_registration(monkeypatch: pytest.Mon
         register_env_family(EnvFamily(prefix="toy", description="again", module="x"))
     with pytest.raises(ValueError, match="without '/'"):
         register_env_family(EnvFamily(prefix="a/b", description="bad", module="x"))
+
+
+def test_a_toy_family_and_a_toy_policy_scheme_run_through_robogen_eval(
+        tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """One module each, no edits elsewhere: ``robogen eval`` (serial) runs toy/ with toy:."""
+    import json
+
+    import numpy as np
+    from typer.testing import CliRunner
+
+    from robogen.cli import app
+    from robogen.policies import (
+        POLICY_SCHEMES,
+        PolicyCapabilities,
+        policy_uri_forms,
+        register_policy_scheme,
+    )
+    from robogen.policies.base import _URI_FORMS
+
+    env_mod = types.ModuleType("toy_env_family")  # the family's one module
+    env_mod.family_ids = lambda: ("Reach-v0",)  # type: ignore[attr-defined]
+    env_mod.family_make = lambda name, **kw: make("robogen/Reach-v0", **kw)  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "toy_env_family", env_mod)
+    monkeypatch.setattr(ENV_FAMILIES, "_entries", dict(ENV_FAMILIES._entries))
+    monkeypatch.setattr(POLICY_SCHEMES, "_entries", dict(POLICY_SCHEMES._entries))
+    monkeypatch.setattr("robogen.policies.base._URI_FORMS", dict(_URI_FORMS))
+    register_env_family(EnvFamily(prefix="toy", description="toy", module="toy_env_family"))
+
+    class ZeroPolicy:  # the scheme's one module would hold this and its loader
+        capabilities = PolicyCapabilities()
+        obs_mode = "state"
+
+        def __init__(self, ctx) -> None:  # noqa: ANN001
+            self.observation_space, self.action_space = ctx.observation_space, ctx.action_space
+            self.resets = 0
+
+        def reset(self, slots) -> None:  # noqa: ANN001
+            self.resets += len(slots)
+
+        def act(self, obs, *, deterministic=True):  # noqa: ANN001, ANN201
+            return np.zeros((len(obs), *self.action_space.shape), np.float32)
+
+    register_policy_scheme("toy_zero", form="toy_zero:")(lambda rest, ctx: ZeroPolicy(ctx))
+    assert policy_uri_forms()["toy_zero"] == "toy_zero:"
+    out = tmp_path / "run"
+    res = CliRunner().invoke(app, [
+        "eval", "--env", "toy/Reach-v0", "--policy", "toy_zero:", "--backend", "serial",
+        "--axes", "lighting", "--severities", "1", "--episodes", "2", "--max-steps", "5",
+        "--videos", "0", "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert (manifest["env_id"], manifest["policy"]) == ("toy/Reach-v0", "toy_zero:")
+    report = json.loads((out / "report.json").read_text())
+    n = {c["condition"]: c["n"] for c in report["conditions"]}
+    assert n == {"nominal": 2, "lighting@1": 2}
+    assert all(c["success_rate"] == 0.0 for c in report["conditions"])  # zero actions never reach

@@ -132,11 +132,20 @@ def test_vecnormalize_use_is_read_from_an_on_policy_checkpoint(tmp_path: Path) -
 
 def test_off_policy_checkpoints_do_not_tell_and_load_either_way(tmp_path: Path) -> None:
     plain = _trained(tmp_path, "sac", False)
-    load_policy(f"sb3:{plain}", _ctx("gymnasium/Reacher-v5"))
+    p = load_policy(f"sb3:{plain}", _ctx("gymnasium/Reacher-v5"))
+    assert (p.algo, p.vecnormalize) == ("sac", None)
     normalized = _trained(tmp_path, "sac", True)
-    load_policy(f"sb3:{normalized}", _ctx("gymnasium/Reacher-v5"))  # SB3 saves nothing telling
-    load_policy(f"sb3:{normalized}",
-                _ctx("gymnasium/Reacher-v5", vecnormalize=tmp_path / "sac-stats.pkl"))
+    # SB3 saves nothing telling for off-policy models: loads without statistics...
+    bare = load_policy(f"sb3:{normalized}", _ctx("gymnasium/Reacher-v5"))
+    assert bare.vecnormalize is None
+    # ...and with them, which are then applied to the observations
+    stats = load_policy(f"sb3:{normalized}",
+                        _ctx("gymnasium/Reacher-v5", vecnormalize=tmp_path / "sac-stats.pkl"))
+    assert stats.vecnormalize is not None
+    obs = np.random.default_rng(0).normal(size=(4, 10)).astype(np.float32) * 5
+    a_bare, a_stats = bare.act(obs), stats.act(obs)
+    assert a_bare.shape == a_stats.shape == (4, 2)
+    assert not np.allclose(a_bare, a_stats)
 
 
 def test_vecnormalize_of_another_env_is_a_space_mismatch(tmp_path: Path) -> None:

@@ -1,0 +1,66 @@
+"""Pieces shared by robogen's HTML and markdown writers (run, comparison and scaling pages).
+
+The stylesheet, an escaped table, and the formatting of levels and gap
+intervals, so that every page a user opens reads the same way.
+"""
+
+from __future__ import annotations
+
+import html
+import math
+from collections.abc import Sequence
+
+NA = "n/a"
+"""Text of a value that does not exist (no episodes, non-finite estimate)."""
+
+CSS = """
+body{font-family:system-ui,-apple-system,Segoe UI,Helvetica,Arial,sans-serif;margin:2em auto;
+max-width:980px;color:#222;line-height:1.4;padding:0 1em}
+h1{font-size:1.5em;margin-bottom:.2em}
+h2{font-size:1.15em;margin-top:1.6em;border-bottom:1px solid #ddd}
+table{border-collapse:collapse;margin:.5em 0;font-size:.9em}
+th,td{border:1px solid #ddd;padding:.25em .6em;text-align:right}
+th{background:#f3f3f3}td:first-child,th:first-child{text-align:left}
+tr.flag td{color:#777}tr.na td{color:#999;font-style:italic}
+.meta{color:#555}.note{color:#555;font-size:.9em}
+img{max-width:100%;display:block;margin:.5em 0}
+pre{background:#f7f7f7;padding:.8em;overflow:auto;font-size:.8em}
+video{max-width:100%}
+"""
+"""Inline stylesheet shared by robogen's self-contained HTML pages."""
+
+
+def html_table(
+    header: Sequence[str], rows: Sequence[Sequence[str]], classes: Sequence[str] | None = None
+) -> str:
+    """An HTML ``<table>`` with escaped cells.
+
+    Args:
+        header: Column titles.
+        rows: Cell texts, one sequence per row.
+        classes: Optional CSS class per row (``""`` for none).
+
+    Returns:
+        The table markup.
+    """
+    e = html.escape
+    head = "".join(f"<th>{e(h)}</th>" for h in header)
+    body = []
+    for k, row in enumerate(rows):
+        cls = f' class="{classes[k]}"' if classes and classes[k] else ""
+        body.append(f"<tr{cls}>" + "".join(f"<td>{e(c)}</td>" for c in row) + "</tr>")
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+
+
+def level_label(severity: float, split: str) -> str:
+    """``0.5``, ``test`` (severity 1 of a split) or ``test:0.5``."""
+    if split == "all":
+        return f"{severity:g}"
+    return split if severity == 1.0 else f"{split}:{severity:g}"
+
+
+def gap_ci(gap: float, low: float, high: float) -> str:
+    """``+0.12 [+0.05, +0.19]``, or ``n/a`` for a non-finite gap."""
+    if not math.isfinite(gap):
+        return NA
+    return f"{gap:+.2f} [{low:+.2f}, {high:+.2f}]"

@@ -1,0 +1,60 @@
+"""Choosing a backend, and the Ray cluster of this process, without importing Ray here.
+
+:func:`make_backend` builds the backend an evaluation asks for; the cluster
+helpers let ``robogen check`` share one embedded cluster between its two
+sides. Ray itself is imported only in :mod:`robogen.rollout.ray_backend`, and
+only when a Ray backend or cluster is used. (These live apart from
+:mod:`robogen.rollout.backend` so that the Ray backend, which builds on that
+module, is not imported back by it.)
+"""
+
+from __future__ import annotations
+
+from robogen.rollout.backend import Backend, BackendOptions, SerialBackend
+from robogen.types import EvalManifest
+
+
+def make_backend(manifest: EvalManifest, options: BackendOptions, *,
+                 max_workers: int | None = None, keep_cluster: bool = False) -> Backend:
+    """The backend ``options.kind`` names, for ``manifest``.
+
+    Args:
+        manifest: The evaluation manifest.
+        options: Backend options.
+        max_workers: At most this many workers (e.g. the number of units to run).
+        keep_cluster: Leave a Ray cluster this backend started running on close (several
+            backends of one process share it).
+    """
+    device = "cuda" if options.num_gpus_per_worker > 0 else "cpu"
+    if options.kind == "serial":
+        return SerialBackend(manifest, options, device=device)
+    from robogen.rollout.ray_backend import RayBackend
+
+    return RayBackend(manifest, options, max_workers=max_workers, shutdown=not keep_cluster)
+
+
+def ray_cluster_is_up() -> bool:
+    """Whether this process is connected to a Ray cluster (without importing Ray)."""
+    import sys
+
+    if "ray" not in sys.modules:
+        return False
+    from robogen.rollout.ray_backend import ray_is_up
+
+    return ray_is_up()
+
+
+def start_ray_cluster(address: str | None, num_cpus: int | None) -> None:
+    """Join ``address`` or start an embedded cluster of ``num_cpus`` CPUs, shared by several
+    Ray backends of this process (e.g. both sides of ``robogen check``)."""
+    from robogen.rollout.ray_backend import init_ray
+
+    init_ray(address, num_cpus=num_cpus)
+
+
+def stop_ray_cluster() -> None:
+    """Disconnect from Ray (stopping an embedded cluster)."""
+    if ray_cluster_is_up():
+        from robogen.rollout.ray_backend import shutdown_ray
+
+        shutdown_ray()
