@@ -11,6 +11,7 @@ import base64
 import html
 import json
 import math
+import os
 from pathlib import Path
 
 from robogen._atomic import write_atomic
@@ -49,7 +50,7 @@ def write_comparison(comparison: Comparison, out_dir: Path) -> dict[str, Path]:
         "md": write_atomic(out_dir / COMPARE_MD,
                                  render_compare_markdown(comparison).encode()),
         "html": write_atomic(out_dir / COMPARE_HTML,
-                                   render_compare_html(comparison, png).encode()),
+                             render_compare_html(comparison, png, out_dir=out_dir).encode()),
     }
 
 
@@ -137,15 +138,44 @@ def render_compare_markdown(c: Comparison) -> str:
     return "\n".join(out)
 
 
-def render_compare_html(c: Comparison, heatmap_png: bytes | None = None) -> str:
-    """The comparison as one self-contained HTML page (the heatmap embedded)."""
+def _run_media(c: Comparison, out_dir: Path) -> list[str]:
+    """HTML of each run's report link and failure videos, as paths relative to ``out_dir``."""
+    from robogen.rollout.replay import existing_videos
+
+    e = html.escape
+    parts = ["<h2>Failure videos</h2>",
+             '<p class="note">Each video: the nominal episode (left) and the failed perturbed '
+             "episode of the same seed (right), from the reset frame on.</p>"]
+    for r in c.runs:
+        run_dir = Path(r.run_dir)
+        rel = Path(os.path.relpath(run_dir, out_dir))
+        report = rel / "report.html"
+        parts.append(f'<h3>{e(r.label)} · <a href="{e(report.as_posix())}">full report</a></h3>')
+        videos = existing_videos(run_dir)
+        if not videos:
+            parts.append('<p class="note">no failure videos in this run</p>')
+            continue
+        parts.append('<div class="videos">')
+        for label, path in videos.items():
+            src = e((rel / path).as_posix())
+            parts.append(f'<figure><video controls muted loop preload="metadata" src="{src}">'
+                         f"</video><figcaption>{e(label)}</figcaption></figure>")
+        parts.append("</div>")
+    return parts
+
+
+def render_compare_html(c: Comparison, heatmap_png: bytes | None = None, *,
+                        out_dir: Path | None = None) -> str:
+    """The comparison as one HTML page (the heatmap embedded; with ``out_dir``, each run's
+    failure videos play inline from its run dir, linked relative to ``out_dir``)."""
     e = html.escape
     m = c.manifest
     ci = f"{c.confidence * 100:g}% CI"
     parts = [
         "<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
         f"<title>robogen compare: {e(m.env_id)}</title>"
-        f"<style>{CSS}tr.sig td{{font-weight:600}}</style></head><body>",
+        f"<style>{CSS}tr.sig td{{font-weight:600}}.videos{{display:flex;flex-wrap:wrap;gap:12px}}"
+        "figure{margin:0}figcaption{font-size:12px}video{max-width:520px}</style></head><body>",
         f"<h1>robogen compare: {e(m.env_id)}</h1>",
         f'<p class="meta">{len(c.runs)} policies · n = {m.n_episodes} episodes/condition · seed '
         f"{m.seed} · max {m.max_steps} steps · spec <code>{e(m.spec_hash[:12])}</code> · built "
@@ -167,8 +197,10 @@ def render_compare_html(c: Comparison, heatmap_png: bytes | None = None) -> str:
     parts += ["<h2>Paired differences between policies</h2>",
               html_table([h.format(ci=ci) for h in _DIFF_HEAD], _diff_rows(c), classes),
               f'<p class="note">{e(METHODS)} Rows in bold: Holm-adjusted p &lt; '
-              f"{1 - c.confidence:g}.</p>",
-              "</body></html>"]
+              f"{1 - c.confidence:g}.</p>"]
+    if out_dir is not None:
+        parts += _run_media(c, Path(out_dir))
+    parts.append("</body></html>")
     return "\n".join(parts) + "\n"
 
 

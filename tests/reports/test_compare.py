@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from pathlib import Path
 
 import numpy as np
@@ -130,11 +131,17 @@ def test_eval_with_several_policies_writes_one_run_each_and_the_comparison(tmp_p
     out = tmp_path / "multi"
     args = ["eval", "--env", "robogen/Reach-v0", "--policy", "expert:reach", "--policy",
             DEGRADED, "--axes", "embodiment", "--severities", "1", "--episodes", "4",
-            "--backend", "serial", "--videos", "0", "--out", str(out)]
+            "--backend", "serial", "--videos", "1", "--out", str(out)]
     res = cli.invoke(app, args)
     assert res.exit_code == 0, res.output
     assert {p.name for p in out.iterdir()} >= {"expert-reach", "nominal_kinematics_reach",
                                                "compare.json"}
+    # the degraded policy fails under embodiment: its failure video plays inline in compare.html
+    page = (out / "compare.html").read_text()
+    srcs = re.findall(r'<video [^>]*src="([^"]+)"', page)
+    assert srcs and all((out / s).is_file() for s in srcs), srcs
+    assert all(s.startswith("nominal_kinematics_reach/videos/") for s in srcs), srcs
+    assert 'href="expert-reach/report.html"' in page
     a = ResultStore.open(out / "expert-reach").manifest
     b = ResultStore.open(out / "nominal_kinematics_reach").manifest
     assert a.conditions == b.conditions and a.seed == b.seed and a.policy != b.policy
