@@ -220,9 +220,9 @@ class BettingConfidenceSequence:
         if idx.size == 0 or v.shape[1] == 0:
             return
         x = np.clip((v - self.low) / self._span, 0.0, 1.0)
-        for j in range(x.shape[1]):
-            self._step(idx, x[:, j])
-        self._intersect(idx)
+        for j in range(x.shape[1]):  # intersect after every observation: the result does
+            self._step(idx, x[:, j])  # not depend on how the stream was cut into updates
+            self._intersect(idx)
 
     def _step(self, idx: NDArray[np.int64], x: NDArray[np.float64]) -> None:
         t = self.n[idx] + 1  # index of this observation, 1-based
@@ -463,7 +463,8 @@ class StopDecision:
         n: Episodes (pairs) seen.
         next_batch: Episodes to run next (0 when stopping): a multiple of the batch size
             (the last one may be cut at the cap), about half the episodes the current
-            width predicts are still needed, at least one batch.
+            width predicts are still needed, at most ``n`` (the count at most doubles),
+            at least one batch.
         interval: The interval the decision was taken on.
     """
 
@@ -484,7 +485,8 @@ def stop_decision(interval: AnytimeInterval, rule: StopRule) -> StopDecision:
 
     Next batch: with half-width ``h`` after ``n`` episodes, the width shrinks about as
     ``1 / sqrt(n)``, so ``n (h / target)^2`` episodes are predicted in all; half of what
-    is left is run next (to avoid overshooting), rounded up to whole batches, at least
+    is left is run next (to avoid overshooting), at most ``n`` (early widths predict
+    poorly, so the count at most doubles per step), rounded up to whole batches, at least
     one batch, at most up to the cap.
 
     Args:
@@ -510,8 +512,66 @@ def stop_decision(interval: AnytimeInterval, rule: StopRule) -> StopDecision:
         want = b
     else:
         predicted = n * (interval.halfwidth / rule.target_halfwidth) ** 2
-        want = max(b, math.ceil(max(predicted - n, 0.0) / 2.0 / b) * b)
+        want = max(b, math.ceil(min(max(predicted - n, 0.0) / 2.0, n) / b) * b)
     return StopDecision(False, None, n, int(min(want, rule.max_episodes - n)), interval)
+
+
+def simulate_stop_rule(
+    values: ArrayLike,
+    rule: StopRule,
+    *,
+    low: float = -1.0,
+    high: float = 1.0,
+    grid: int = DEFAULT_GRID,
+) -> tuple[NDArray[np.int64], tuple[str, ...], NDArray[np.float64], NDArray[np.float64]]:
+    """Run :func:`stop_decision` on ``S`` pre-drawn streams, batch by batch (vectorized).
+
+    Each stream is consumed exactly as a sequential evaluation would: start with one
+    batch, ask :func:`stop_decision`, run its ``next_batch``, and so on. Used by the
+    tests and ``benchmarks/bench_sequential.py`` to measure coverage *under the stopping
+    rule itself*.
+
+    Args:
+        values: ``(S, N) float`` observations in ``[low, high]``; ``N >= rule.max_episodes``.
+        rule: The :class:`StopRule`.
+        low: Lower bound of the observations.
+        high: Upper bound.
+        grid: Candidate means.
+
+    Returns:
+        ``(n, reasons, lows, highs)``: ``(S,) int64`` episodes used, the stop reason per
+        stream, and ``(S,) float64`` bounds at the stop.
+
+    Raises:
+        InvalidSpecError: If ``values`` is not 2-D with at least ``max_episodes`` columns.
+    """
+    v = np.asarray(values, np.float64)
+    if v.ndim != 2 or v.shape[1] < rule.max_episodes:
+        raise InvalidSpecError(f"values must have shape (S, N) with N >= max_episodes "
+                               f"({rule.max_episodes}), got {v.shape}")
+    s = v.shape[0]
+    cs = rule.sequence(s, low=low, high=high, grid=grid)
+    reasons: list[str | None] = [None] * s
+    pending = np.zeros(s, np.int64)
+    while True:
+        lo, hi = cs.bounds()
+        est = cs.estimates()
+        for i in np.flatnonzero(pending == 0):
+            if reasons[i] is not None:
+                continue
+            dec = stop_decision(AnytimeInterval(float(est[i]), float(lo[i]), float(hi[i]),
+                                                int(cs.n[i]), rule.confidence), rule)
+            reasons[i] = dec.reason
+            pending[i] = dec.next_batch
+        if not pending.any():
+            break
+        while pending.any():
+            act = pending > 0
+            pos = np.minimum(cs.n, v.shape[1] - 1)
+            cs.update(v[np.arange(s), pos], act)
+            pending[act] -= 1
+    lo, hi = cs.bounds()
+    return cs.n.copy(), tuple(str(r) for r in reasons), lo, hi
 
 
 def _check_bounds(low: float, high: float) -> None:
