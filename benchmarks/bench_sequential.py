@@ -17,7 +17,7 @@ level 95%:
     uses with few discordant pairs);
 (c) sequential paired: the hedged-capital betting confidence sequence of
     Waudby-Smith & Ramdas (2024, JRSS-B 86(1)) (``robogen.reports.anytime``),
-    stopped by ``StopRule`` (half-width <= target, or the cap), batches of
+    stopped by ``robogen.reports.stopping.StopRule`` (half-width <= target, or the cap), batches of
     ``--batch`` episodes.
 
 For (a) and (b), n is the *oracle* design: the smallest n (step ``--batch``)
@@ -55,7 +55,7 @@ sys.path.insert(0, str(ROOT))
 import numpy as np  # noqa: E402
 from scipy import stats  # noqa: E402
 
-from robogen.reports.anytime import StopRule, simulate_stop_rule  # noqa: E402
+from robogen.reports.stopping import StopRule, simulate_stop_rule  # noqa: E402
 
 SCENARIOS = (  # (p_nominal, p_perturbed, rho)
     (0.5, 0.5, 0.8),

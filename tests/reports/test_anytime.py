@@ -8,17 +8,19 @@ from scipy import stats
 
 from robogen.errors import InvalidSpecError
 from robogen.reports.anytime import (
-    MAX_BELOW_BATCH,
     METHOD,
     AnytimeInterval,
     BettingConfidenceSequence,
-    StopRule,
     paired_gap_sequence,
-    simulate_stop_rule,
-    stop_decision,
     success_rate_sequence,
 )
 from robogen.reports.stats import agresti_min_interval
+from robogen.reports.stopping import (
+    MAX_BELOW_BATCH,
+    StopRule,
+    simulate_stop_rule,
+    stop_decision,
+)
 
 STREAMS = 500
 # Fewest covering streams compatible with a true coverage of 95%: the 1% quantile of
