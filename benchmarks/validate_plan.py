@@ -5,16 +5,19 @@ Not a timed test: a script that runs the whole method once and prints what it fi
 1. Measure factored scaling curves with the scale loop (:func:`robogen.scaling.loop.run_scale`):
    base nominal demonstrations plus ``x`` demonstrations per factor, BC per point, evaluated on
    the factor's held-out ``test`` values.
-2. Plan the same budget twice: ``greedy`` (marginal predicted gain per cost on the fitted
-   curves) and ``equal`` (the same number of demonstrations per factor).
+2. Plan the same budget with every method of ``--methods`` (default: ``greedy``, ``fsc_topk``,
+   ``worst_first`` and ``equal``), and print the planner's own difference from the equal
+   split with its procedure-bootstrap interval
+   (:func:`robogen.scaling.planner.compare_with_equal`).
 3. For each plan, collect its demonstrations (on top of the base data, factor values from the
    ``train`` split, same demonstration streams as the curves), train ``--final-seeds`` BC
    models on base + the plan's demonstrations of every factor, and evaluate each on the
    ``test`` condition of every factor in the plan with a fresh evaluation seed (initial states
    and factor draws the curves never saw; the same for both plans, so outcomes are paired).
-4. Print the success rate of each plan with its Wilson interval and the difference
-   (greedy - equal) with a paired bootstrap interval over episodes
-   (:func:`robogen.reports.stats.paired_gap`); write ``OUT/validate_plan.json``.
+4. Print the success rate of each plan with its Wilson interval and its measured difference
+   from ``equal`` with a paired bootstrap interval over episodes
+   (:func:`robogen.reports.stats.paired_gap`), next to the planner's prediction; write
+   ``OUT/validate_plan.json``.
 
 Usage::
 
@@ -47,8 +50,9 @@ def main() -> None:
     ap.add_argument("--seeds", type=int, default=2, help="training seeds per curve point")
     ap.add_argument("--eval-episodes", type=int, default=40, help="episodes per curve point")
     ap.add_argument("--budget", type=float, default=60, help="demonstrations to allocate")
-    ap.add_argument("--method", default="greedy", help="plan under test")
-    ap.add_argument("--baseline", default="equal", help="plan compared against")
+    ap.add_argument("--methods", default="greedy,fsc_topk,worst_first",
+                    help="plans under test (each is compared with the equal split)")
+    ap.add_argument("--severity", type=float, default=1.0, help="severity of the factors")
     ap.add_argument("--final-seeds", type=int, default=3, help="training seeds per plan")
     ap.add_argument("--final-episodes", type=int, default=50,
                     help="evaluation episodes per factor and seed")
@@ -59,7 +63,7 @@ def main() -> None:
 
     from robogen.scaling import loop
     from robogen.scaling.curves import load_curves
-    from robogen.scaling.planner import plan_budget
+    from robogen.scaling.planner import compare_with_equal, plan_budget
 
     t0 = time.perf_counter()
     factors = tuple(f.strip() for f in args.factors.split(",") if f.strip())
@@ -67,7 +71,7 @@ def main() -> None:
     config = loop.ScaleConfig(
         task=args.task, factors=factors, points=loop.parse_points(args.points), base=args.base,
         eval_episodes=args.eval_episodes, seeds=args.seeds, seed=args.seed,
-        bc=loop.default_bc_config("state", **overrides))
+        severity=args.severity, bc=loop.default_bc_config("state", **overrides))
     print(f"[1/4] scaling curves of {', '.join(factors)} on {args.task} "
           f"(base {args.base}, points {list(config.points)}, {args.seeds} seeds)", flush=True)
     scale = loop.run_scale(config, args.out / "scale", progress=_printer())
@@ -76,10 +80,16 @@ def main() -> None:
         pts = ", ".join(f"x={p.x}: {p.successes}/{p.n}" for p in c.points)
         print(f"  {name}: a={c.fit.a:.3g} b={c.fit.b:.3g} n0={c.fit.n0:.3g}  [{pts}]")
 
-    plans = {m: plan_budget(curves, args.budget, method=m) for m in (args.method, args.baseline)}
+    methods = [m.strip() for m in args.methods.split(",") if m.strip() and m.strip() != "equal"]
+    plans = {m: plan_budget(curves, args.budget, method=m) for m in [*methods, "equal"]}
+    versus = compare_with_equal(curves, args.budget, methods)
     print(f"[2/4] plans for a budget of {args.budget:g} demonstrations")
     for plan in plans.values():
-        print(f"  {plan.method}: {plan.demos}  predicted mean success {plan.mean_success:.3f}")
+        v = versus.get(plan.method)
+        vs = "" if v is None else (f"  vs equal {v.difference:+.3f} [{v.low:+.3f}, "
+                                   f"{v.high:+.3f}]")
+        print(f"  {plan.method}: {plan.demos}  predicted mean success "
+              f"{plan.mean_success:.3f}{vs}")
 
     print("[3/4] collect and train", flush=True)
     targets = {"none": config.base}
@@ -118,19 +128,20 @@ def main() -> None:
                 loop.run_eval(args.out / "evals" / job.name, manifest))
             for c in conditions:
                 outcomes[m][c.name].append(by[c.name])
-    summary = _summarize(plans, outcomes, conditions, args)
+    summary = _summarize(plans, outcomes, conditions, args, versus)
     summary["wall_time_s"] = round(time.perf_counter() - t0, 1)
     (args.out / "validate_plan.json").write_text(json.dumps(summary, indent=2))
     print(f"\nwrote {args.out / 'validate_plan.json'} ({summary['wall_time_s']} s)")
 
 
-def _summarize(plans, outcomes, conditions, args) -> dict:  # noqa: ANN001 - script
+def _summarize(plans, outcomes, conditions, args, versus) -> dict:  # noqa: ANN001 - script
     from robogen.reports.stats import paired_gap, wilson_interval
 
     flat = {m: np.concatenate([o for c in conditions for o in outcomes[m][c.name]])
             for m in plans}
-    res: dict = {"task": args.task, "budget": args.budget, "plans": {}}
-    print(f"\n{'plan':<12} {'demos per factor':<44} {'success [95% Wilson]':<26} per factor")
+    res: dict = {"task": args.task, "factors": args.factors, "budget": args.budget,
+                 "plans": {}, "vs_equal": {}}
+    print(f"\n{'plan':<12} {'demos per factor':<48} {'success [95% Wilson]':<26} per factor")
     for m, plan in plans.items():
         k, n = int(flat[m].sum()), int(flat[m].size)
         lo, hi = wilson_interval(k, n)
@@ -138,16 +149,21 @@ def _summarize(plans, outcomes, conditions, args) -> dict:  # noqa: ANN001 - scr
         res["plans"][m] = {"demos": plan.demos, "predicted_mean_success": plan.mean_success,
                            "successes": k, "n": n, "rate": k / n, "ci_low": lo, "ci_high": hi,
                            "per_condition": per}
-        print(f"{m:<12} {json.dumps(plan.demos):<44} {k}/{n} = {k / n:.3f} "
+        print(f"{m:<12} {json.dumps(plan.demos):<48} {k}/{n} = {k / n:.3f} "
               f"[{lo:.3f}, {hi:.3f}]  " + ", ".join(f"{c} {r:.2f}" for c, r in per.items()))
-    a, b = list(plans)
-    gap = paired_gap(flat[a], flat[b], seed=0)
-    res["difference"] = {"what": f"{a} - {b}", "value": gap.gap, "ci_low": gap.ci_low,
-                         "ci_high": gap.ci_high, "n10": gap.n10, "n01": gap.n01,
-                         "ci_method": getattr(gap, "ci_method", "")}
-    print(f"difference {a} - {b}: {gap.gap:+.3f} [{gap.ci_low:+.3f}, {gap.ci_high:+.3f}] "
-          f"(paired bootstrap over episodes; {gap.n10} episodes only {a} solved, "
-          f"{gap.n01} only {b})")
+    print(f"\n{'plan - equal':<14} {'planner predicted [95%]':<28} measured [95% paired bootstrap]")
+    for m in plans:
+        if m == "equal":
+            continue
+        gap = paired_gap(flat[m], flat["equal"], seed=0)
+        v = versus[m]
+        res["vs_equal"][m] = {
+            "predicted": v.to_dict(),
+            "measured": {"value": gap.gap, "ci_low": gap.ci_low, "ci_high": gap.ci_high,
+                         "n10": gap.n10, "n01": gap.n01, "ci_method": gap.ci_method}}
+        print(f"{m:<14} {v.difference:+.3f} [{v.low:+.3f}, {v.high:+.3f}]{'':<8} "
+              f"{gap.gap:+.3f} [{gap.ci_low:+.3f}, {gap.ci_high:+.3f}] ({gap.n10} episodes "
+              f"only {m} solved, {gap.n01} only equal)")
     return res
 
 

@@ -185,7 +185,7 @@ def plan_command(
     from rich.table import Table
 
     from robogen.scaling.curves import load_curves
-    from robogen.scaling.planner import METHODS, plan_budget
+    from robogen.scaling.planner import plan_budget
 
     if curves.is_dir():  # a scale run directory
         curves = curves / "curves.json"
@@ -208,13 +208,7 @@ def plan_command(
               f"{plan.total_cost:g}", "", f"mean {plan.mean_success:.3f}")
     c = Console()
     c.print(t)
-    others = []
-    for m in METHODS:
-        if m != plan.method:
-            alt = _guarded(plan_budget, cf, budget, costs=costs, method=m, k=k, step=step)
-            others.append(f"{m} {alt.mean_success:.3f}")
-    c.print("mean predicted success of the other methods: " + ", ".join(others),
-            highlight=False)
+    versus = _print_versus_equal(c, cf, plan, budget, costs=costs, lcb=lcb, k=k, step=step)
     if out is not None:
         from robogen._atomic import write_atomic
 
@@ -222,7 +216,8 @@ def plan_command(
             out = out / "plan.json"
 
         doc = {"schema": "robogen.plan", "version": 1, "task": cf.task,
-               "curves": str(curves), "costs": costs, **plan.to_dict()}
+               "curves": str(curves), "costs": costs, **plan.to_dict(),
+               "vs_equal": {m: v.to_dict() for m, v in versus.items()}}
         _guarded(write_atomic, out, json.dumps(doc, indent=2))
         c.print(f"  plan: {out}")
     if report is not None:
@@ -230,3 +225,48 @@ def plan_command(
 
 
         c.print(f"  report: {_guarded(write_scaling_html, report, cf, plans=[plan])}")
+
+
+def _print_versus_equal(c: Any, cf: Any, plan: Any, budget: float, **kw: Any) -> dict[str, Any]:
+    """Every method's predicted success and difference from equal; a plain verdict."""
+    from rich.table import Table
+
+    from robogen.scaling.planner import METHODS, compare_with_equal, plan_budget
+
+    pct = f"{plan.confidence * 100:g}%"
+    has_samples = all(f.samples is not None and len(f.samples) >= 2 for f in cf.fits().values())
+    versus = _guarded(compare_with_equal, cf, budget, METHODS, confidence=plan.confidence,
+                      **kw) if has_samples else {}
+    plans = {m: plan if m == plan.method else _guarded(
+        plan_budget, cf, budget, method=m, confidence=plan.confidence, **kw) for m in METHODS}
+    t = Table(title=f"methods against the equal split (budget {plan.budget:g})")
+    for col in ("method", "predicted", f"vs equal [{pct}]", "verdict"):
+        t.add_column(col, justify="left" if col in ("method", "verdict") else "right")
+    for m, alt in plans.items():
+        if m == "equal":
+            diff, verdict = "(reference)", ""
+        elif m in versus:
+            v = versus[m]
+            diff = f"{v.difference:+.3f} [{v.low:+.3f}, {v.high:+.3f}]"
+            verdict = "better" if v.better else "worse" if v.worse else "undecided"
+        else:
+            diff = f"{alt.mean_success - plans['equal'].mean_success:+.3f} (no interval)"
+            verdict = ""
+        t.add_row(m, f"{alt.mean_success:.3f}", diff, verdict)
+    c.print(t)
+    if not versus:
+        c.print("no interval: the curves have no bootstrap samples (robogen scale --n-boot > 1)",
+                highlight=False)
+        return versus
+    n = next(iter(versus.values())).n_samples
+    c.print(f"difference from equal: mean over {n} bootstrap pairs (each method plans on one "
+            "resample of the curves, every plan is judged on another), percentile interval",
+            highlight=False)
+    winners = [m for m, v in versus.items() if v.better]
+    if winners:
+        c.print(f"[bold green]beats the equal split with {pct} confidence:[/] "
+                + ", ".join(winners), highlight=False)
+    else:
+        c.print(f"[bold yellow]no method beats the equal split with {pct} confidence[/] on "
+                "these curves: an equal split is as good a choice as any", highlight=False)
+    return versus

@@ -32,6 +32,21 @@ Methods (the objective is the mean predicted success over the curves):
     Repeatedly give ``step`` demonstrations to the curve with the lowest
     current predicted success (water-filling; with one very weak curve it
     gets everything).
+
+Does a plan beat the equal split? (:func:`compare_with_equal`)
+    A plan's predicted gain over ``equal`` on the fitted curves is optimistic:
+    the plan was tuned to those very curves, noise included (the optimizer's
+    curse, Smith & Winkler 2006, *Management Science* 52(3)). The comparison
+    therefore bootstraps the whole procedure with the curves' bootstrap
+    samples: for sample ``j`` every method plans on the curves of sample ``j``
+    and every plan (``equal``'s too) is judged on sample ``j + 1`` (another
+    resample, standing for the unknown truth; the same judge for every method,
+    so differences are paired). The percentile interval of ``success(plan) -
+    success(equal)`` over the ``j`` covers both the curves' uncertainty and the
+    plan's sensitivity to it. Plans with ``lcb`` are judged as fixed
+    allocations (their rule needs the bands of a whole bootstrap, which one
+    sample lacks). The interval has zero width only if every sample gives every
+    method the allocation of ``equal`` and all judges agree.
 """
 
 from __future__ import annotations
@@ -44,11 +59,19 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+from numpy.typing import NDArray
 
 from robogen.errors import MUST_BE_POSITIVE, InvalidSpecError
 from robogen.scaling.curves import CurveFit, CurvesFile, FactorCurve, predict
 
 METHODS = ("greedy", "fsc_topk", "equal", "worst_first")
+DEFAULT_COMPARE_SAMPLES = 200
+"""Bootstrap pairs used by :func:`compare_with_equal` (percentile bounds of a 95% interval
+then have a Monte Carlo error of about a tenth of the interval's width)."""
+NEEDS_SAMPLES = (
+    "comparing plans with the equal split needs the curves' bootstrap samples, but curves "
+    "{names} have {have}; fit them with n_boot >= 2 (robogen scale --n-boot 500)"
+)
 UNKNOWN_COST_NAME = (
     "cost given for {name!r}, which is neither a curve nor a factor of one; curves: {choices}{hint}"
 )
@@ -143,6 +166,128 @@ class Allocation:
         return "\n".join(lines)
 
 
+@dataclass(frozen=True)
+class EqualSplitComparison:
+    """A method's mean predicted success minus that of the equal split.
+
+    Attributes:
+        method: The method compared.
+        predicted: Difference on the fitted curves (the plans' own prediction; optimistic
+            for methods that optimize the curves) [success rate].
+        difference: Mean difference over the bootstrap pairs (module docstring).
+        low: Lower percentile bound of the difference.
+        high: Upper percentile bound.
+        n_samples: Bootstrap pairs used.
+        confidence: Two-sided level of ``[low, high]``.
+    """
+
+    method: str
+    predicted: float
+    difference: float
+    low: float
+    high: float
+    n_samples: int
+    confidence: float
+
+    @property
+    def better(self) -> bool:
+        """Whether the method beats equal with confidence (``low > 0``)."""
+        return self.low > 0.0
+
+    @property
+    def worse(self) -> bool:
+        """Whether equal beats the method with confidence (``high < 0``)."""
+        return self.high < 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-serializable form."""
+        return {**dataclasses.asdict(self), "better": self.better, "worse": self.worse}
+
+
+def compare_with_equal(
+    curves: CurvesFile | Mapping[str, CurveFit | FactorCurve],
+    budget: float,
+    methods: Sequence[str] = METHODS,
+    *,
+    costs: Mapping[str, float] | None = None,
+    lcb: float | None = None,
+    k: int = 2,
+    step: int = 1,
+    confidence: float = 0.95,
+    n_samples: int = DEFAULT_COMPARE_SAMPLES,
+) -> dict[str, EqualSplitComparison]:
+    """Each method's difference from the equal split, with a paired bootstrap interval.
+
+    The procedure (plan on bootstrap sample ``j``, judge on sample ``j + 1``, the same
+    judge for every method) is in the module docstring. Success is the mean over the
+    curves of the clipped predicted success, as in :attr:`Allocation.mean_success`.
+
+    Args:
+        curves: A loaded ``curves.json`` or a mapping curve name -> fit; every curve needs
+            at least 2 bootstrap samples.
+        budget: Budget [cost units], > 0.
+        methods: Methods to compare (``equal`` itself gives a difference of exactly 0).
+        costs: Cost per demonstration (as :func:`plan_budget`).
+        lcb: Lower-bound level of the ``greedy``/``fsc_topk`` plans (judged as fixed
+            allocations), or None.
+        k: Curves funded by ``fsc_topk``.
+        step: Demonstrations per greedy increment.
+        confidence: Two-sided level of the interval.
+        n_samples: Bootstrap pairs (at most the smallest number of samples of a curve).
+
+    Returns:
+        Method name -> :class:`EqualSplitComparison`, in the order of ``methods``.
+
+    Raises:
+        InvalidSpecError: On curves without bootstrap samples, ``n_samples < 2``, or any
+            error :func:`plan_budget` raises.
+    """
+    fits = _fits(curves)
+    counts = {n: 0 if f.samples is None else len(f.samples) for n, f in fits.items()}
+    few = {n: c for n, c in counts.items() if c < 2}
+    if few:
+        raise InvalidSpecError(NEEDS_SAMPLES.format(
+            names=sorted(few), have=", ".join(f"{c} samples" for c in few.values())))
+    if not (isinstance(n_samples, int) and n_samples >= 2):
+        raise InvalidSpecError(f"n_samples must be an integer >= 2, got {n_samples!r}")
+    plans = {m: plan_budget(fits, budget, costs=costs, method=m, lcb=lcb, k=k, step=step,
+                            confidence=confidence) for m in dict.fromkeys([*methods, "equal"])}
+    names = list(fits)
+    unit = {f.factor: f.unit_cost for f in plans["equal"].factors}
+    s = min(n_samples, *counts.values())
+    params = np.stack([fits[n].samples[:s] for n in names])  # (F, S, 3)
+
+    def judged(demos: NDArray[np.float64], j: NDArray[np.int64]) -> NDArray[np.float64]:
+        """Mean success over curves of allocations ``demos`` (S, F) under samples ``j``."""
+        a, b, n0 = (params[:, j, i].T for i in range(3))  # (S, F) each
+        return np.clip(1.0 - a * np.power(demos + n0, b), 0.0, 1.0).mean(axis=1)
+
+    judge = (np.arange(s) + 1) % s
+    fixed = {m: np.tile([float(p.demos[n]) for n in names], (s, 1)) for m, p in plans.items()}
+    base = judged(fixed["equal"], judge)
+    alpha = (1.0 - confidence) / 2.0
+    out = {}
+    for m in methods:
+        if m == "equal" or (lcb is not None and m in ("greedy", "fsc_topk")):
+            demos = fixed[m]
+        else:
+            demos = np.empty((s, len(names)))
+            for j in range(s):
+                value = {n: _power_law(*params[i, j]) for i, n in enumerate(names)}
+                got = _allocate(m, names, value, unit, float(budget), k, step)
+                demos[j] = [got[n] for n in names]
+        diff = judged(demos, judge) - base
+        low, high = np.quantile(diff, [alpha, 1.0 - alpha])
+        out[m] = EqualSplitComparison(
+            m, plans[m].mean_success - plans["equal"].mean_success, float(diff.mean()),
+            float(low), float(high), int(s), confidence)
+    return out
+
+
+def _power_law(a: float, b: float, n0: float) -> Callable[[float], float]:
+    return lambda x: float(1.0 - a * (x + n0) ** b)
+
+
 def plan_budget(
     curves: CurvesFile | Mapping[str, CurveFit | FactorCurve],
     budget: float,
@@ -202,14 +347,7 @@ def plan_budget(
     names = list(fits)
     use_lcb = lcb if method in ("greedy", "fsc_topk") else None
     value = {n: _value_fn(fits[n], use_lcb) for n in names}
-    if method == "greedy":
-        demos = _greedy(names, value, unit, float(budget), step, {n: 0 for n in names})
-    elif method == "fsc_topk":
-        demos = _fsc_topk(names, value, unit, float(budget), min(k, len(names)))
-    elif method == "equal":
-        demos = _equal(names, unit, float(budget))
-    else:
-        demos = _worst_first(names, value, unit, float(budget), step)
+    demos = _allocate(method, names, value, unit, float(budget), k, step)
     rows = []
     for n in names:
         mean, low, high = predict(fits[n], [float(demos[n]), 0.0], confidence)
@@ -220,6 +358,17 @@ def plan_budget(
     assert total <= budget + _EPS
     return Allocation(method, float(budget), total, tuple(rows), confidence, use_lcb,
                       min(k, len(names)) if method == "fsc_topk" else None)
+
+
+def _allocate(method: str, names: Sequence[str], value: Mapping[str, Callable[[float], float]],
+              unit: Mapping[str, float], budget: float, k: int, step: int) -> dict[str, int]:
+    if method == "greedy":
+        return _greedy(names, value, unit, budget, step, {n: 0 for n in names})
+    if method == "fsc_topk":
+        return _fsc_topk(names, value, unit, budget, min(k, len(names)))
+    if method == "equal":
+        return _equal(names, unit, budget)
+    return _worst_first(names, value, unit, budget, step)
 
 
 def _fits(curves: Any) -> dict[str, CurveFit]:

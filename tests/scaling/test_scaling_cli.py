@@ -185,3 +185,35 @@ def test_plan_accepts_a_scale_dir_and_rejects_repeated_costs(curves_path, tmp_pa
     bad = runner.invoke(app, ["plan", "--curves", str(curves_path), "--budget", "10",
                               "--cost", "lighting=2,lighting=3"])
     assert bad.exit_code == 2 and "twice" in " ".join(bad.output.split())
+
+
+def _curves_file(tmp_path, true, seeds, n=400):
+    curves = [build_curve(name, X, successes=[round(n * (1 - a * (x + n0) ** b)) for x in X],
+                          n=[n] * len(X), n_boot=60, seed=s)
+              for (name, (a, b, n0)), s in zip(true.items(), seeds, strict=True)]
+    return write_curves(tmp_path / "curves.json", TASK, curves)
+
+
+def test_plan_says_plainly_when_no_method_beats_equal(tmp_path):
+    same = (0.6, -0.3, 3.0)
+    path = _curves_file(tmp_path, {"lighting": same, "texture": same}, seeds=(0, 1))
+    out = tmp_path / "plan.json"
+    res, text = _plan(path, "--budget", "40", "--out", str(out))
+    assert res.exit_code == 0, res.output
+    assert "no method beats the equal split with 95% confidence" in text
+    vs = json.loads(out.read_text())["vs_equal"]
+    assert set(vs) == {"greedy", "fsc_topk", "equal", "worst_first"}
+    g = vs["greedy"]
+    assert g["low"] <= 0.0 <= g["high"] and g["high"] > g["low"] and not g["better"]
+
+
+def test_plan_reports_a_method_that_beats_equal(tmp_path):
+    # lighting gains a lot from data, texture almost nothing: equal wastes half the budget
+    path = _curves_file(tmp_path, {"lighting": (0.9, -0.6, 2.0), "texture": (0.3, -0.002, 2.0)},
+                        seeds=(0, 1))
+    out = tmp_path / "plan.json"
+    res, text = _plan(path, "--budget", "30", "--out", str(out))
+    assert res.exit_code == 0, res.output
+    assert "beats the equal split with 95% confidence: greedy" in text
+    g = json.loads(out.read_text())["vs_equal"]["greedy"]
+    assert g["better"] and g["low"] > 0.0 and g["predicted"] > 0.0
