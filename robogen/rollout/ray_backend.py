@@ -27,15 +27,17 @@ Ray is imported only in this module (an optional edge of the package).
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import socket
 import sys
+import tempfile
 import time
 import traceback
 import warnings
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -63,8 +65,8 @@ _WORKER_ENV = {
 }
 
 NO_CLUSTER = (
-    "no Ray cluster answers at --address {address!r} ({why}); start one with "
-    "`ray start --head --port PORT` and pass its address, or drop --address to run on an "
+    "no Ray cluster answers at {source} {address!r} ({why}); start one with "
+    "`ray start --head --port PORT` and pass its address, or drop {source} to run on an "
     "embedded local cluster"
 )
 AUTH_REQUIRED = (
@@ -149,24 +151,53 @@ class _WorkerActor:
         return [to_dict(r) for r in results]
 
 
-def _check_reachable(address: str) -> None:
+def _check_reachable(address: str, source: str = "--address") -> None:
     """Fail in seconds, not after Ray's ~14 minutes of retries, if nothing listens there."""
     if address in ("auto", "local"):
         return
     hostport = address.split("://", 1)[-1]
     host, _, port = hostport.rpartition(":")
     if not host or not port.isdigit():
-        raise WorkerSetupError(NO_CLUSTER.format(address=address, why="expected HOST:PORT"))
+        raise WorkerSetupError(NO_CLUSTER.format(address=address, source=source,
+                                                 why="expected HOST:PORT"))
     try:
         with socket.create_connection((host, int(port)), timeout=5.0):
             pass
     except OSError as e:
-        raise WorkerSetupError(NO_CLUSTER.format(address=address, why=e.strerror or e)) from None
+        raise WorkerSetupError(NO_CLUSTER.format(address=address, source=source,
+                                                 why=e.strerror or e)) from None
 
 
 def cluster_address(address: str | None) -> str | None:
     """The cluster to join: ``address``, else ``$RAY_ADDRESS``, else None (embedded)."""
     return address or os.environ.get("RAY_ADDRESS") or None
+
+
+_AUTH_MARKS = ("invalidauthtoken", "unauthenticated", "authentication token")
+
+
+@contextlib.contextmanager
+def _stderr_captured() -> Iterator[Callable[[], str]]:
+    """Send file descriptor 2 to a temporary file for the block (Ray's C++ core logs its
+    connection retries there, ~one line a second); yields a function returning the text.
+
+    Only around joining a cluster: no process is started then that would inherit the file.
+    """
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile(mode="w+b") as tmp:
+        os.dup2(tmp.fileno(), 2)
+
+        def text() -> str:
+            tmp.seek(0)
+            return tmp.read().decode(errors="replace")
+
+        try:
+            yield text
+        finally:
+            sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
 
 
 def _worker_env() -> dict[str, str]:
@@ -189,6 +220,7 @@ def init_ray(address: str | None = None, num_cpus: int | None = None) -> None:
     ray = _ray()
     if ray.is_initialized():
         return
+    source = "--address" if address else "RAY_ADDRESS"
     address = cluster_address(address)
     kwargs: dict[str, Any] = {
         "include_dashboard": False,
@@ -196,23 +228,34 @@ def init_ray(address: str | None = None, num_cpus: int | None = None) -> None:
         "runtime_env": {"env_vars": _worker_env()},
         "logging_level": "ERROR",
     }
-    if address:
-        _check_reachable(address)
-        kwargs["address"] = address
-    else:
+    if not address:
         kwargs["address"] = "local"  # never a cluster some `ray start` left registered
         os.environ.pop("RAY_ADDRESS", None)
         if num_cpus is not None:
             kwargs["num_cpus"] = num_cpus
-    try:
         ray.init(**kwargs)
-    except Exception as e:  # noqa: BLE001 - Ray raises several types on a failed connect
-        text = str(e)
-        if any(w in text.lower() for w in ("auth", "token", "unauthenticated")):
-            raise WorkerSetupError(AUTH_REQUIRED.format(address=address, why=text[:200])) from e
-        if address:
-            raise WorkerSetupError(NO_CLUSTER.format(address=address, why=text[:300])) from e
-        raise
+        return
+    _check_reachable(address, source)
+    kwargs["address"] = address
+    with _stderr_captured() as logged:
+        try:
+            ray.init(**kwargs)
+            failure: Exception | None = None
+        except Exception as e:  # noqa: BLE001 - Ray raises several types on a failed connect
+            failure = e
+        log = logged()
+    if failure is None:
+        sys.stderr.write(log)  # nothing of a successful connect is hidden
+        return
+    text = str(failure)
+    auth = next((ln for ln in log.splitlines() if any(m in ln.lower() for m in _AUTH_MARKS)),
+                None)
+    if auth is not None or any(m in text.lower() for m in _AUTH_MARKS):
+        why = auth or text
+        why = why[min(i for m in _AUTH_MARKS if (i := why.lower().find(m)) >= 0):]
+        raise WorkerSetupError(AUTH_REQUIRED.format(address=address, why=why[:200])) from failure
+    raise WorkerSetupError(NO_CLUSTER.format(address=address, source=source,
+                                             why=text[:300])) from failure
 
 
 def ray_is_up() -> bool:
