@@ -17,18 +17,26 @@ from typing import Any
 
 import numpy as np
 
-from robogen.envs.render import resolve_frames
+from robogen.envs.render import RenderTimeoutError, resolve_frames
 from robogen.errors import InfrastructureError, RobogenError
 from robogen.rollout.plan import episode_seed, perturbation_seed
 from robogen.types import EpisodeResult, EvalManifest, WorkUnit
 
 
+def _infra_cause(e: BaseException) -> str | None:
+    """``infra_timeout`` (the render thread gave no frame in time) or ``infra_error`` (e.g. a
+    policy server that failed) for an infrastructure failure, else None."""
+    if isinstance(e, RenderTimeoutError):
+        return "infra_timeout"
+    return "infra_error" if isinstance(e, InfrastructureError) else None
+
+
 def _error_cause(e: BaseException) -> str:
-    """``infra_error`` if the policy call failed in its infrastructure, else ``policy_error``.
+    """The infrastructure cause of ``e`` if it has one, else ``policy_error``.
 
     An infrastructure failure (e.g. a policy server that timed out) is never a policy failure.
     """
-    return "infra_error" if isinstance(e, InfrastructureError) else "policy_error"
+    return _infra_cause(e) or "policy_error"
 
 
 def _short_error(e: BaseException) -> str:
@@ -185,6 +193,8 @@ class EpisodeWorker:
                 rg = info.get("robogen", {})
                 slot.perturbations = json.dumps(rg.get("perturbations", []))
                 slot.changed = tuple(rg.get("changed_axes", ()))
+            except InfrastructureError as e:  # e.g. no frame from the render thread
+                self._finish(slot, start, cause=_error_cause(e), error=_short_error(e))
             except RobogenError:
                 raise  # a bad condition is a setup error, not an episode outcome
             except Exception as e:  # noqa: BLE001 - recorded with its cause
@@ -233,18 +243,20 @@ class EpisodeWorker:
     ) -> None:
         """Wait for the pixel observations drawn on the render thread (``defer_frames``).
 
-        A frame that failed fails its episode like a failed step (``sim_unstable``); at
-        reset a robogen error (e.g. a bad camera) is a setup error and propagates.
+        A frame that failed fails its episode like a failed step (``sim_unstable``), one
+        not drawn within :data:`~robogen.envs.render.FRAME_TIMEOUT_S` as ``infra_timeout``;
+        at reset a robogen error (e.g. a bad camera) is a setup error and propagates.
         """
         for k in rows:
             slot = slots[k]
             try:
                 slot.obs = resolve_frames(slot.obs)
             except Exception as e:  # noqa: BLE001 - recorded with its cause
-                if setup and isinstance(e, RobogenError):
+                infra = _infra_cause(e)
+                if setup and isinstance(e, RobogenError) and infra is None:
                     raise
                 slot.obs = None
-                self._finish(slot, start, cause="sim_unstable", error=_short_error(e))
+                self._finish(slot, start, cause=infra or "sim_unstable", error=_short_error(e))
 
     def _call(self, obs: Any, rows: list[int]) -> np.ndarray:
         if self._takes_slots:
@@ -297,7 +309,8 @@ class EpisodeWorker:
         try:
             obs, reward, terminated, truncated, info = env.step(action)
         except Exception as e:  # noqa: BLE001 - SimulationUnstableError and MuJoCo errors
-            self._finish(slot, start, cause="sim_unstable", error=_short_error(e))
+            self._finish(slot, start, cause=_infra_cause(e) or "sim_unstable",
+                         error=_short_error(e))
             return
         slot.steps += 1
         if self.transition_hook is not None:
