@@ -90,6 +90,9 @@ class LoadContext:
         obs_mode: The env's observation mode.
         vecnormalize: Path of SB3 VecNormalize statistics, if given.
         device: Torch/JAX device for the policy (``cpu``, ``cuda``).
+        worker_index: Index of the rollout worker loading the policy (0, 1, ... in the
+            order the backend started its workers; a replacement takes the index of the
+            worker it replaces); ``remote:`` policies spread workers over endpoints by it.
     """
 
     env_id: str
@@ -98,6 +101,17 @@ class LoadContext:
     obs_mode: str = "state"
     vecnormalize: str | None = None
     device: str = "cpu"
+    worker_index: int = 0
+
+
+@runtime_checkable
+class LatencyReporting(Protocol):
+    """A policy whose inference runs elsewhere and that times it (``remote:`` policies)."""
+
+    def episode_latency_ms(self, slot: int) -> float:
+        """Mean round-trip time [ms] of the requests made for the episode in ``slot`` since
+        its ``reset``; NaN if it made none."""
+        ...
 
 
 PolicyLoader = Callable[[str, LoadContext], Policy]

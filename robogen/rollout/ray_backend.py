@@ -127,7 +127,7 @@ class _WorkerActor:
     :class:`WorkerSetupError`), instead of killing the actor with Ray's own wrapper.
     """
 
-    def __init__(self, manifest: dict[str, Any], device: str) -> None:
+    def __init__(self, manifest: dict[str, Any], device: str, worker_index: int = 0) -> None:
         self._error: str | None = None
         self._worker: Any = None
         try:
@@ -136,7 +136,8 @@ class _WorkerActor:
             from robogen.rollout.worker import EpisodeWorker
 
             route_mujoco_warnings()
-            self._worker = EpisodeWorker(EvalManifest.from_dict(manifest), device=device)
+            self._worker = EpisodeWorker(EvalManifest.from_dict(manifest), device=device,
+                                         worker_index=worker_index)
         except Exception as e:  # noqa: BLE001 - reported to the driver as a set-up error
             self._error = _describe(e)
 
@@ -274,6 +275,7 @@ class _Actor:
     handle: Any
     name: str
     started_at: float
+    index: int = 0
     ping: Any = None
     node: str = ""
     pid: int = 0
@@ -311,6 +313,8 @@ class RayBackend(_Emitter):
         self.idle: deque[_Actor] = deque()
         self.starting: dict[Any, _Actor] = {}
         self._lost_nodes: set[str] = set()
+        self._free_indices: set[int] = set()
+        self._next_index = 0
         self._running: dict[Any, tuple[_Actor, WorkUnit, float, float]] = {}
 
     # ---- start-up ---------------------------------------------------------------------------
@@ -341,8 +345,15 @@ class RayBackend(_Emitter):
         return n
 
     def _spawn(self) -> None:
-        handle = self._actor_cls.remote(self._mdict, self._device)
-        actor = _Actor(handle, _actor_name(handle), time.monotonic())
+        """Start an actor with the lowest worker index no live actor holds (a replacement
+        takes over the index of the actor it replaces: ``LoadContext.worker_index``)."""
+        if self._free_indices:
+            index = min(self._free_indices)
+            self._free_indices.discard(index)
+        else:
+            index, self._next_index = self._next_index, self._next_index + 1
+        handle = self._actor_cls.remote(self._mdict, self._device, index)
+        actor = _Actor(handle, _actor_name(handle), time.monotonic(), index=index)
         actor.ping = handle.ping.remote()
         self.starting[actor.ping] = actor
 
@@ -396,6 +407,7 @@ class RayBackend(_Emitter):
         try:
             info = ray.get(ref)
         except ray.exceptions.RayActorError as e:
+            self._free_indices.add(actor.index)
             self._fault(FaultRecord.now("actor_died", action="dropped", worker=actor.name,
                                         cause="worker_died", error=_first_line(e)))
             self._note_lost_nodes()
@@ -430,6 +442,7 @@ class RayBackend(_Emitter):
                                         cause="worker_died", error="Ray reports the node dead"))
 
     def _kill(self, actor: _Actor) -> None:
+        self._free_indices.add(actor.index)
         try:
             _ray().kill(actor.handle, no_restart=True)
         except Exception:  # noqa: BLE001 - best effort (the actor may be gone already)
@@ -502,6 +515,7 @@ class RayBackend(_Emitter):
                 try:
                     rows = ray.get(ref)
                 except ray.exceptions.RayActorError as e:
+                    self._free_indices.add(actor.index)
                     self._note_lost_nodes()
                     give_up_or_retry(actor, unit, "actor_died", "worker_died", _first_line(e))
                     continue

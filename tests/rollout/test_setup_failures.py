@@ -49,26 +49,41 @@ def _user_package(root: Path) -> Path:
     pkg.mkdir(parents=True)
     (pkg / "__init__.py").write_text("")
     (pkg / "mod.py").write_text(textwrap.dedent("""
+        import os
+        from pathlib import Path
+
         from robogen.policies.simple import RandomPolicy
 
         def factory(ctx):
+            where = os.environ.get("RG_TEST_WORKER_DIR")
+            if where:  # which worker index each loading process was given
+                Path(where, f"{os.getpid()}-{ctx.worker_index}").touch()
             return RandomPolicy(ctx.observation_space, ctx.action_space, ctx.obs_mode, 0)
     """))
     return root
 
 
 def test_a_module_on_the_drivers_pythonpath_reaches_the_ray_workers(tmp_path):
+    """... and each worker is given its own ``LoadContext.worker_index`` (0, 1)."""
     user = _user_package(tmp_path / "user")
     work = tmp_path / "work"  # the working directory (forwarded too) holds nothing
     work.mkdir()
+    loads = tmp_path / "loads"
+    loads.mkdir()
     out = tmp_path / "run"
-    env = _env(PYTHONPATH=os.pathsep.join([str(REPO), str(user)]))
+    env = _env(PYTHONPATH=os.pathsep.join([str(REPO), str(user)]), RG_TEST_WORKER_DIR=str(loads))
     res = _robogen([*EVAL, "--policy", "python:rg_user_pol.mod:factory", "--backend", "ray",
-                    "--workers", "1", "--out", str(out)], env, work)
+                    "--workers", "2", "--out", str(out)], env, work)
     assert res.returncode == 0, res.stderr[-2000:]
     results = ResultStore.open(out).load_results()
     assert len(results) == 4
     assert all(r.cause == "timeout" and r.length_steps == 5 for r in results), results
+    by_pid: dict[str, set[int]] = {}
+    for f in loads.iterdir():
+        pid, index = f.name.split("-")
+        by_pid.setdefault(pid, set()).add(int(index))
+    assert len(by_pid) == 3  # the driver (its probe) and two Ray workers
+    assert sorted(min(v) for v in by_pid.values()) == [0, 0, 1]
 
 
 def test_a_module_only_the_driver_can_import_exits_2_naming_it(tmp_path):
