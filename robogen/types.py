@@ -179,6 +179,10 @@ class EpisodeResult:
         wall_time_s: Wall-clock time of the episode [s].
         unit_id: Work unit that ran it.
         video_path: Path of a recorded video relative to the run dir, if any.
+        policy_latency_ms: Mean round-trip time of the episode's requests to a policy
+            server [ms] (``remote:`` policies); None for in-process policies or an
+            episode that made no request (None, not NaN: records stay comparable
+            with ``==``).
     """
 
     env_id: str
@@ -199,6 +203,7 @@ class EpisodeResult:
     wall_time_s: float
     unit_id: int
     video_path: str | None = None
+    policy_latency_ms: float | None = None
 
     def __post_init__(self) -> None:
         if self.success and self.cause is not None:
@@ -222,6 +227,9 @@ class EpisodeResult:
         kw["severity"] = float(kw["severity"])
         kw["episode_return"] = float(kw["episode_return"])
         kw["wall_time_s"] = float(kw["wall_time_s"])
+        latency = kw["policy_latency_ms"]  # absent from parts written before it existed
+        kw["policy_latency_ms"] = (None if latency is None or not math.isfinite(float(latency))
+                                   else float(latency))
         for k in ("cause", "error", "video_path"):
             v = kw[k]
             kw[k] = None if v is None or (isinstance(v, float) and math.isnan(v)) else str(v)

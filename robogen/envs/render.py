@@ -26,6 +26,7 @@ import os
 import threading
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor, wait
+from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Any, TypeVar
 
 import robogen._gl  # noqa: F401  (choose MUJOCO_GL before mujoco is imported)
@@ -34,9 +35,30 @@ import robogen._gl  # noqa: F401  (choose MUJOCO_GL before mujoco is imported)
 import mujoco
 import numpy as np
 
-from robogen.errors import RenderError
+from robogen.errors import InfrastructureError, RenderError
 
 T = TypeVar("T")
+
+FRAME_TIMEOUT_S = 60.0
+"""Longest wait for one frame or one call on the render thread [s] (a frame takes
+milliseconds; a render thread stuck in the GL driver must not hang a rollout)."""
+FRAME_TIMED_OUT = (
+    "no frame from the render thread after {timeout:g} s (MUJOCO_GL={backend!r}); the GL "
+    "driver hangs or the machine is overloaded; the episode is recorded as 'infra_timeout'"
+)
+
+
+class RenderTimeoutError(InfrastructureError, TimeoutError):
+    """The render thread did not deliver a frame within :data:`FRAME_TIMEOUT_S`.
+
+    An infrastructure failure: the rollout worker records the episode as
+    ``infra_timeout`` (an invalid episode), never as a policy or simulator outcome.
+    """
+
+
+def _timed_out(timeout: float) -> RenderTimeoutError:
+    return RenderTimeoutError(FRAME_TIMED_OUT.format(
+        timeout=timeout, backend=os.environ.get("MUJOCO_GL")))
 
 RENDER_FAILED = (
     "offscreen rendering failed with MUJOCO_GL={backend!r}: {error}. Without a display set "
@@ -83,10 +105,18 @@ def submit(fn: Callable[..., T], *args: Any) -> Future[T]:
 
 
 def call(fn: Callable[..., T], *args: Any) -> T:
-    """Run ``fn(*args)`` on the render thread and wait for its result (or its exception)."""
+    """Run ``fn(*args)`` on the render thread and wait for its result (or its exception).
+
+    Raises:
+        RenderTimeoutError: If it does not end within :data:`FRAME_TIMEOUT_S`.
+    """
     if threading.get_ident() == _render_ident:
         return fn(*args)  # already there (e.g. a finalizer run by the render thread)
-    return submit(fn, *args).result()
+    timeout = FRAME_TIMEOUT_S
+    try:
+        return submit(fn, *args).result(timeout=timeout)
+    except FutureTimeout:
+        raise _timed_out(timeout) from None
 
 
 def _free_context() -> None:
@@ -136,9 +166,18 @@ class PendingFrame:
     def __init__(self, future: Future[np.ndarray]) -> None:
         self._future = future
 
-    def result(self) -> np.ndarray:
-        """The image; blocks until drawn."""
-        return self._future.result()
+    def result(self, timeout: float | None = None) -> np.ndarray:
+        """The image; blocks until drawn, at most ``timeout`` [s] (default
+        :data:`FRAME_TIMEOUT_S`).
+
+        Raises:
+            RenderTimeoutError: If the frame is not drawn in time.
+        """
+        timeout = FRAME_TIMEOUT_S if timeout is None else timeout
+        try:
+            return self._future.result(timeout=timeout)
+        except FutureTimeout:
+            raise _timed_out(timeout) from None
 
     def done(self) -> bool:
         """Whether the frame is drawn (or failed)."""
@@ -263,7 +302,11 @@ class OffscreenRenderer:
         """Free the OpenGL resources (idempotent; the process's context stays)."""
         con, self._con = self._con, None
         if con is not None:
-            self._wait()
+            try:
+                self._wait()
+            except RenderTimeoutError:
+                submit(con.free)  # freed behind the stuck frame, if it ever ends
+                return
             call(con.free)
 
     def __del__(self) -> None:
@@ -282,10 +325,17 @@ class OffscreenRenderer:
         """Let the frame in flight finish (it still reads this renderer's scene).
 
         Its outcome, image or error, is for whoever holds its :class:`PendingFrame`.
+
+        Raises:
+            RenderTimeoutError: If it is not drawn within :data:`FRAME_TIMEOUT_S` (it is
+                still waited for next time: the scene must not change under it).
         """
-        pending, self._pending = self._pending, None
+        pending = self._pending
         if pending is not None:
-            wait([pending])
+            timeout = FRAME_TIMEOUT_S
+            if not wait([pending], timeout=timeout).done:
+                raise _timed_out(timeout)
+            self._pending = None
 
 
 def _draw(scene: Any, con: Any, width: int, height: int) -> np.ndarray:
@@ -298,6 +348,6 @@ def _draw(scene: Any, con: Any, width: int, height: int) -> np.ndarray:
 
 
 __all__ = [
-    "FRAME_TOO_LARGE", "OffscreenRenderer", "PendingFrame", "RENDER_FAILED", "call",
-    "resolve_frames", "submit",
+    "FRAME_TIMED_OUT", "FRAME_TIMEOUT_S", "FRAME_TOO_LARGE", "OffscreenRenderer", "PendingFrame",
+    "RENDER_FAILED", "RenderTimeoutError", "call", "resolve_frames", "submit",
 ]

@@ -157,6 +157,9 @@ class LoadContext:
         env_kwargs: The env's constructor arguments that differ from their defaults
             (:func:`non_default_env_kwargs`); named in space-mismatch errors, since
             they may change the spaces (``exclude_current_positions_from_observation``).
+        worker_index: Index of the rollout worker loading the policy (0, 1, ... in the
+            order the backend started its workers; a replacement takes the index of the
+            worker it replaces); ``remote:`` policies spread workers over endpoints by it.
     """
 
     env_id: str
@@ -166,6 +169,17 @@ class LoadContext:
     vecnormalize: str | None = None
     device: str = "cpu"
     env_kwargs: Mapping[str, Any] = field(default_factory=dict)
+    worker_index: int = 0
+
+
+@runtime_checkable
+class LatencyReporting(Protocol):
+    """A policy whose inference runs elsewhere and that times it (``remote:`` policies)."""
+
+    def episode_latency_ms(self, slot: int) -> float:
+        """Mean round-trip time [ms] of the requests made for the episode in ``slot`` since
+        its ``reset``; NaN if it made none."""
+        ...
 
 
 def non_default_env_kwargs(env: Any) -> dict[str, Any]:

@@ -14,8 +14,11 @@ URI and adapter spec: see :mod:`robogen.policies.adapter`.
 
 Batches and endpoints:
     Every env slot has its own connection; a batch's requests run concurrently. Slot ``k``
-    of a worker starts on endpoint ``(p + k) % n`` of the ``n`` endpoints, ``p`` being the
-    worker's process id; a failed request moves the slot to the next endpoint for good.
+    of a worker starts on endpoint ``(w + k) % n`` of the ``n`` endpoints, ``w`` being the
+    worker's index (``LoadContext.worker_index``: workers 0, 1, 2, ... of a backend take
+    the endpoints round-robin); a failed request moves the slot to the next endpoint for
+    good. The mean round-trip time of each episode's requests is stored with the episode
+    (``EpisodeResult.policy_latency_ms``).
     An openpi server infers one request at a time, so parallelism comes from endpoints.
 
 Action chunking:
@@ -37,6 +40,7 @@ Pairing:
 from __future__ import annotations
 
 import functools
+import math
 import os
 import time
 from collections import deque
@@ -192,7 +196,7 @@ class RemotePolicy:
         self.obs_mode = ctx.obs_mode
         self._act_shape = tuple(getattr(ctx.action_space, "shape", ()) or ())
         self._api_key = api_key
-        self._base = os.getpid() % len(self.endpoints)
+        self._base = ctx.worker_index % len(self.endpoints)
         self._links: dict[int, _Link] = {}
         self._route: dict[int, int] = {}
         self._queues: dict[int, deque[np.ndarray]] = {}
@@ -265,6 +269,11 @@ class RemotePolicy:
             link = self._links[slot] = _Link(self.endpoints[index], self.spec, self._api_key)
         return link
 
+    def endpoint_of(self, slot: int) -> str:
+        """The endpoint the requests of env slot ``slot`` go to now (see the module doc)."""
+        index = self._route.get(int(slot), (self._base + int(slot)) % len(self.endpoints))
+        return self.endpoints[index]
+
     def _fail_over(self, slot: int) -> None:
         """Close ``slot``'s connection; it moves to the next endpoint and stays there."""
         link = self._links.pop(slot, None)
@@ -284,8 +293,9 @@ class RemotePolicy:
                         link.request({RESET_KEY: "reset", "seed": self._seeds[slot]})
                 start = time.perf_counter()
                 reply = link.request(message)
-                self.server_latency_ms.setdefault(slot, []).append(
-                    1000 * (time.perf_counter() - start))
+                if RESET_KEY not in message:  # observations only
+                    self.server_latency_ms.setdefault(slot, []).append(
+                        1000 * (time.perf_counter() - start))
                 return reply
             except _retryable() as e:
                 self._fail_over(slot)
@@ -294,6 +304,12 @@ class RemotePolicy:
                     time.sleep(s.backoff_s * 2**attempt)
         raise InfrastructureError(UNREACHABLE.format(
             endpoint=", ".join(self.endpoints), attempts=s.retries + 1, why=why))
+
+    def episode_latency_ms(self, slot: int) -> float:
+        """Mean round-trip time [ms] of the observation requests of ``slot``'s episode
+        since its reset (NaN if it made none); see :class:`LatencyReporting`."""
+        times = self.server_latency_ms.get(int(slot))
+        return float(np.mean(times)) if times else math.nan
 
     # -- Policy protocol ------------------------------------------------------------
     def reset(self, slots: Sequence[int], *, seeds: Sequence[int] | None = None) -> None:

@@ -275,6 +275,7 @@ def _condition_stats(
     counts = Counter(r.cause for r in recorded if not r.success)
     causes = {cause: counts[cause] for cause in CAUSES if counts[cause]}
     n_applied = sum(all(a in r.changed_axes for a in c.axes) for r in rs)
+    latencies = [r.policy_latency_ms for r in rs if r.policy_latency_ms is not None]
     return ConditionStats(
         condition=c.name,
         axes=c.axes,
@@ -291,6 +292,7 @@ def _condition_stats(
         causes=causes,
         n_applied=int(n_applied),
         n_invalid=len(recorded) - n,
+        mean_policy_latency_ms=float(np.mean(latencies)) if latencies else math.nan,
     )
 
 

@@ -70,6 +70,8 @@ class ConditionStats:
             failed, not the policy (cause in :data:`~robogen.types.INVALID_CAUSES`:
             ``sim_unstable``, ``worker_died``, ``infra_timeout``, ``infra_error``);
             their causes are counted in ``causes`` too.
+        mean_policy_latency_ms: Mean over the valid episodes of each episode's mean
+            policy-server round-trip time [ms] (``remote:`` policies); NaN otherwise.
     """
 
     condition: str
@@ -87,6 +89,7 @@ class ConditionStats:
     causes: dict[str, int]
     n_applied: int
     n_invalid: int = 0
+    mean_policy_latency_ms: float = math.nan
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> ConditionStats:

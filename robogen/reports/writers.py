@@ -179,11 +179,14 @@ def render_markdown(report: Report, *, videos: Mapping[str, str] | None = None,
         ]
         out += [f"| {' | '.join(r)} |" for r in _breaking_rows(report)]
         out.append("")
+    latency = _has_latency(report)
     out += [
-        f"| condition | success [{ci}] | return (mean ± sd) | length | n | invalid | failures |",
-        "|---|---|---|---|---|---|---|",
+        f"| condition | success [{ci}] | return (mean ± sd) | length | n | invalid | failures |"
+        + (" server latency [ms] |" if latency else ""),
+        "|---|---|---|---|---|---|---|" + ("---|" if latency else ""),
     ]
-    out += [_md_condition_row(c) for c in report.conditions]
+    out += [_md_condition_row(c) + (f" {_num(c.mean_policy_latency_ms, 1)} |" if latency else "")
+            for c in report.conditions]
     notes = _grouped_notes(gaps)
     if notes:
         out += ["", "**Notes**"]
@@ -266,6 +269,11 @@ def _md_interaction_row(i: InteractionStats) -> str:
         f"| {'+'.join(i.axes)} @{level_label(i.severity, i.split)} | {_signed(i.combined_gap)} "
         f"| {_signed(i.sum_single_gaps)} | {gap_ci(i.interaction, i.ci_low, i.ci_high)} | {i.n} |"
     )
+
+
+def _has_latency(report: Report) -> bool:
+    """Whether a policy server was timed (``remote:``): the condition tables get a column."""
+    return any(math.isfinite(c.mean_policy_latency_ms) for c in report.conditions)
 
 
 def _md_condition_row(c: ConditionStats) -> str:
@@ -388,13 +396,14 @@ def render_html(
             str(c.n),
             str(c.n_invalid),
             _causes(c.causes),
+            *([_num(c.mean_policy_latency_ms, 1)] if _has_latency(report) else []),
         ]
         for c in report.conditions
     ]
     parts.append(
         html_table(
             ["condition", f"success [{ci}]", "return (mean ± sd)", "length", "n", "invalid",
-             "failures"], rows
+             "failures", *(["server latency [ms]"] if _has_latency(report) else [])], rows
         )
     )
     notes = _grouped_notes(gaps)

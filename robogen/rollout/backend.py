@@ -183,7 +183,7 @@ class _UnitThread:
         from robogen.rollout.worker import EpisodeWorker
 
         try:
-            worker = EpisodeWorker(manifest, device=device)
+            worker = EpisodeWorker(manifest, device=device, worker_index=0)
         except BaseException as e:  # noqa: BLE001 - handed to the driver thread
             self._ready.set_exception(e)
             return

@@ -27,15 +27,17 @@ Ray is imported only in this module (an optional edge of the package).
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import socket
 import sys
+import tempfile
 import time
 import traceback
 import warnings
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -63,8 +65,8 @@ _WORKER_ENV = {
 }
 
 NO_CLUSTER = (
-    "no Ray cluster answers at --address {address!r} ({why}); start one with "
-    "`ray start --head --port PORT` and pass its address, or drop --address to run on an "
+    "no Ray cluster answers at {source} {address!r} ({why}); start one with "
+    "`ray start --head --port PORT` and pass its address, or drop {source} to run on an "
     "embedded local cluster"
 )
 AUTH_REQUIRED = (
@@ -125,7 +127,7 @@ class _WorkerActor:
     :class:`WorkerSetupError`), instead of killing the actor with Ray's own wrapper.
     """
 
-    def __init__(self, manifest: dict[str, Any], device: str) -> None:
+    def __init__(self, manifest: dict[str, Any], device: str, worker_index: int = 0) -> None:
         self._error: str | None = None
         self._worker: Any = None
         try:
@@ -134,7 +136,8 @@ class _WorkerActor:
             from robogen.rollout.worker import EpisodeWorker
 
             route_mujoco_warnings()
-            self._worker = EpisodeWorker(EvalManifest.from_dict(manifest), device=device)
+            self._worker = EpisodeWorker(EvalManifest.from_dict(manifest), device=device,
+                                         worker_index=worker_index)
         except Exception as e:  # noqa: BLE001 - reported to the driver as a set-up error
             self._error = _describe(e)
 
@@ -149,24 +152,53 @@ class _WorkerActor:
         return [to_dict(r) for r in results]
 
 
-def _check_reachable(address: str) -> None:
+def _check_reachable(address: str, source: str = "--address") -> None:
     """Fail in seconds, not after Ray's ~14 minutes of retries, if nothing listens there."""
     if address in ("auto", "local"):
         return
     hostport = address.split("://", 1)[-1]
     host, _, port = hostport.rpartition(":")
     if not host or not port.isdigit():
-        raise WorkerSetupError(NO_CLUSTER.format(address=address, why="expected HOST:PORT"))
+        raise WorkerSetupError(NO_CLUSTER.format(address=address, source=source,
+                                                 why="expected HOST:PORT"))
     try:
         with socket.create_connection((host, int(port)), timeout=5.0):
             pass
     except OSError as e:
-        raise WorkerSetupError(NO_CLUSTER.format(address=address, why=e.strerror or e)) from None
+        raise WorkerSetupError(NO_CLUSTER.format(address=address, source=source,
+                                                 why=e.strerror or e)) from None
 
 
 def cluster_address(address: str | None) -> str | None:
     """The cluster to join: ``address``, else ``$RAY_ADDRESS``, else None (embedded)."""
     return address or os.environ.get("RAY_ADDRESS") or None
+
+
+_AUTH_MARKS = ("invalidauthtoken", "unauthenticated", "authentication token")
+
+
+@contextlib.contextmanager
+def _stderr_captured() -> Iterator[Callable[[], str]]:
+    """Send file descriptor 2 to a temporary file for the block (Ray's C++ core logs its
+    connection retries there, ~one line a second); yields a function returning the text.
+
+    Only around joining a cluster: no process is started then that would inherit the file.
+    """
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile(mode="w+b") as tmp:
+        os.dup2(tmp.fileno(), 2)
+
+        def text() -> str:
+            tmp.seek(0)
+            return tmp.read().decode(errors="replace")
+
+        try:
+            yield text
+        finally:
+            sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
 
 
 def _worker_env() -> dict[str, str]:
@@ -189,6 +221,7 @@ def init_ray(address: str | None = None, num_cpus: int | None = None) -> None:
     ray = _ray()
     if ray.is_initialized():
         return
+    source = "--address" if address else "RAY_ADDRESS"
     address = cluster_address(address)
     kwargs: dict[str, Any] = {
         "include_dashboard": False,
@@ -196,23 +229,34 @@ def init_ray(address: str | None = None, num_cpus: int | None = None) -> None:
         "runtime_env": {"env_vars": _worker_env()},
         "logging_level": "ERROR",
     }
-    if address:
-        _check_reachable(address)
-        kwargs["address"] = address
-    else:
+    if not address:
         kwargs["address"] = "local"  # never a cluster some `ray start` left registered
         os.environ.pop("RAY_ADDRESS", None)
         if num_cpus is not None:
             kwargs["num_cpus"] = num_cpus
-    try:
         ray.init(**kwargs)
-    except Exception as e:  # noqa: BLE001 - Ray raises several types on a failed connect
-        text = str(e)
-        if any(w in text.lower() for w in ("auth", "token", "unauthenticated")):
-            raise WorkerSetupError(AUTH_REQUIRED.format(address=address, why=text[:200])) from e
-        if address:
-            raise WorkerSetupError(NO_CLUSTER.format(address=address, why=text[:300])) from e
-        raise
+        return
+    _check_reachable(address, source)
+    kwargs["address"] = address
+    with _stderr_captured() as logged:
+        try:
+            ray.init(**kwargs)
+            failure: Exception | None = None
+        except Exception as e:  # noqa: BLE001 - Ray raises several types on a failed connect
+            failure = e
+        log = logged()
+    if failure is None:
+        sys.stderr.write(log)  # nothing of a successful connect is hidden
+        return
+    text = str(failure)
+    auth = next((ln for ln in log.splitlines() if any(m in ln.lower() for m in _AUTH_MARKS)),
+                None)
+    if auth is not None or any(m in text.lower() for m in _AUTH_MARKS):
+        why = auth or text
+        why = why[min(i for m in _AUTH_MARKS if (i := why.lower().find(m)) >= 0):]
+        raise WorkerSetupError(AUTH_REQUIRED.format(address=address, why=why[:200])) from failure
+    raise WorkerSetupError(NO_CLUSTER.format(address=address, source=source,
+                                             why=text[:300])) from failure
 
 
 def ray_is_up() -> bool:
@@ -231,6 +275,7 @@ class _Actor:
     handle: Any
     name: str
     started_at: float
+    index: int = 0
     ping: Any = None
     node: str = ""
     pid: int = 0
@@ -268,6 +313,8 @@ class RayBackend(_Emitter):
         self.idle: deque[_Actor] = deque()
         self.starting: dict[Any, _Actor] = {}
         self._lost_nodes: set[str] = set()
+        self._free_indices: set[int] = set()
+        self._next_index = 0
         self._running: dict[Any, tuple[_Actor, WorkUnit, float, float]] = {}
 
     # ---- start-up ---------------------------------------------------------------------------
@@ -298,8 +345,15 @@ class RayBackend(_Emitter):
         return n
 
     def _spawn(self) -> None:
-        handle = self._actor_cls.remote(self._mdict, self._device)
-        actor = _Actor(handle, _actor_name(handle), time.monotonic())
+        """Start an actor with the lowest worker index no live actor holds (a replacement
+        takes over the index of the actor it replaces: ``LoadContext.worker_index``)."""
+        if self._free_indices:
+            index = min(self._free_indices)
+            self._free_indices.discard(index)
+        else:
+            index, self._next_index = self._next_index, self._next_index + 1
+        handle = self._actor_cls.remote(self._mdict, self._device, index)
+        actor = _Actor(handle, _actor_name(handle), time.monotonic(), index=index)
         actor.ping = handle.ping.remote()
         self.starting[actor.ping] = actor
 
@@ -353,6 +407,7 @@ class RayBackend(_Emitter):
         try:
             info = ray.get(ref)
         except ray.exceptions.RayActorError as e:
+            self._free_indices.add(actor.index)
             self._fault(FaultRecord.now("actor_died", action="dropped", worker=actor.name,
                                         cause="worker_died", error=_first_line(e)))
             self._note_lost_nodes()
@@ -387,6 +442,7 @@ class RayBackend(_Emitter):
                                         cause="worker_died", error="Ray reports the node dead"))
 
     def _kill(self, actor: _Actor) -> None:
+        self._free_indices.add(actor.index)
         try:
             _ray().kill(actor.handle, no_restart=True)
         except Exception:  # noqa: BLE001 - best effort (the actor may be gone already)
@@ -459,6 +515,7 @@ class RayBackend(_Emitter):
                 try:
                     rows = ray.get(ref)
                 except ray.exceptions.RayActorError as e:
+                    self._free_indices.add(actor.index)
                     self._note_lost_nodes()
                     give_up_or_retry(actor, unit, "actor_died", "worker_died", _first_line(e))
                     continue

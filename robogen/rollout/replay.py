@@ -2,10 +2,13 @@
 
 Episodes are deterministic functions of (run seed, episode index, condition),
 so a failure is filmed after the run by replaying it with rendering on, instead
-of rendering every episode during the evaluation. The replay runs the episode
-alone (batch of one); a policy whose batched arithmetic differs in the last
-bits may diverge from the stored episode in rare cases, so each video's label
-says whether the replay reproduced the stored outcome.
+of rendering every episode during the evaluation. A replay runs the episode's whole
+stored work unit again (the same lockstep batch, filming only that episode): a
+policy's batched arithmetic may depend on the batch's composition (an SB3 MLP run on
+a batch of one differs from the same rows in a batch of eight in the last bits, and
+the episode return by ~1e-8), so only the same batch reproduces the stored episode
+exactly. Each video's label says whether the replay reproduced the stored episode
+(success, cause, return and length, compared exactly).
 """
 
 from __future__ import annotations
@@ -18,38 +21,95 @@ from typing import Any
 import numpy as np
 
 from robogen._atomic import write_atomic
+from robogen.rollout.plan import make_units
 from robogen.rollout.store import ResultStore
-from robogen.types import EpisodeResult, WorkUnit
+from robogen.types import EpisodeResult, EvalManifest, WorkUnit
 
 VIDEO_DIR = "videos"
 VIDEO_INDEX = "index.json"
 VIDEO_SIZE = 128
 """Side of the filmed frames [px] (square)."""
+NOT_FILMED = ("worker_died", "infra_timeout", "infra_error")
+"""Causes of failures never replayed for a video."""
 
 
 def record_episode(
-    worker: Any, unit: WorkUnit, size: int = VIDEO_SIZE
+    worker: Any, unit: WorkUnit, size: int = VIDEO_SIZE, episode_index: int | None = None
 ) -> tuple[EpisodeResult, np.ndarray]:
-    """Run a one-episode unit with ``worker``.
+    """Run ``unit`` with ``worker``, filming one of its episodes.
+
+    Args:
+        worker: An :class:`~robogen.rollout.worker.EpisodeWorker` of the run's manifest.
+        unit: The unit to run (all its episodes run, as one batch).
+        size: Side of the frames [px].
+        episode_index: The episode filmed (default: the unit's first).
 
     Returns:
-        The episode's result and its ``(T, size, size, 3) uint8`` frames.
+        The filmed episode's result and its ``(T, size, size, 3) uint8`` frames (T: its
+        steps plus the reset frame).
     """
     from robogen.envs.base import find_scene
 
+    wanted = unit.episode_indices[0] if episode_index is None else episode_index
+    if wanted not in unit.episode_indices:
+        raise ValueError(f"episode {wanted} is not in unit {unit.unit_id} "
+                         f"(episodes {list(unit.episode_indices)})")
     frames: list[np.ndarray] = []
 
-    def hook(_episode: int, env: Any) -> None:
-        frames.append(find_scene(env).render_frame(None, size, size))
+    def hook(episode: int, env: Any) -> None:
+        if episode == wanted:
+            frames.append(find_scene(env).render_frame(None, size, size))
 
     worker.frame_hook = hook
     try:
-        result = worker.run_unit(unit)[0]
+        results = worker.run_unit(unit)
     finally:
         worker.frame_hook = None
     if not frames:
         frames.append(np.zeros((size, size, 3), np.uint8))
+    result = next(r for r in results if r.episode_index == wanted)
     return result, np.stack(frames)
+
+
+def stored_unit(manifest: EvalManifest, condition: str, episode_index: int) -> WorkUnit:
+    """The unit of the run's plan that ran ``episode_index`` under ``condition``.
+
+    Raises:
+        KeyError: If the plan has no such episode.
+    """
+    for unit in make_units(manifest.conditions, manifest.n_episodes, manifest.batch_size):
+        if unit.condition.name == condition and episode_index in unit.episode_indices:
+            return unit
+    raise KeyError(f"the run's plan has no episode {episode_index} of condition {condition!r}")
+
+
+def replay_episode(worker: Any, result: EpisodeResult, size: int = VIDEO_SIZE
+                   ) -> tuple[EpisodeResult, np.ndarray]:
+    """Replay the stored episode ``result`` exactly: its whole unit again, filming it.
+
+    Args:
+        worker: An :class:`~robogen.rollout.worker.EpisodeWorker` of the run's manifest.
+        result: A stored episode of that run.
+        size: Side of the frames [px].
+
+    Returns:
+        The replayed episode's result and its ``(T, size, size, 3) uint8`` frames.
+    """
+    unit = stored_unit(worker.manifest, result.condition, result.episode_index)
+    return record_episode(worker, unit, size, episode_index=result.episode_index)
+
+
+def replay_differences(stored: EpisodeResult, replayed: EpisodeResult) -> list[str]:
+    """What differs between a stored episode and its replay (exact comparison); empty if
+    the replay reproduced it: success, cause, return and length."""
+    out = []
+    if stored.success != replayed.success or stored.cause != replayed.cause:
+        out.append(f"outcome {stored.cause or 'success'} -> {replayed.cause or 'success'}")
+    if stored.episode_return != replayed.episode_return:
+        out.append(f"return {stored.episode_return!r} -> {replayed.episode_return!r}")
+    if stored.length_steps != replayed.length_steps:
+        out.append(f"length {stored.length_steps} -> {replayed.length_steps}")
+    return out
 
 
 def _slug(text: str) -> str:
@@ -62,14 +122,16 @@ def film_failures(
     """Write side-by-side MP4s (nominal | perturbed) of failed single-axis episodes.
 
     For each axis, the failures at its highest severity whose nominal episode
-    of the same seed succeeded are preferred. Returns ``{label: path relative
-    to the run dir}``.
+    of the same seed succeeded are preferred; failures of the machinery
+    (:data:`NOT_FILMED`) are not filmed. Each side replays its stored unit
+    (:func:`replay_episode`); a label says ``replay differs`` unless both replays
+    reproduced their stored episodes exactly. Returns ``{label: path relative to
+    the run dir}``.
     """
     from robogen.reports.video import write_side_by_side
     from robogen.rollout.worker import EpisodeWorker
 
     m = store.manifest
-    by_cond = {c.name: c for c in m.conditions}
     nominal_ok = {r.episode_index for r in results if r.condition == "nominal" and r.success}
     picks: list[tuple[str, EpisodeResult]] = []
     for axis in m.axes:
@@ -77,20 +139,26 @@ def film_failures(
         if not singles:
             continue
         top = max(singles, key=lambda c: (c.severity, c.split != "all"))
-        failed = [r for r in results if r.condition == top.name and not r.success]
+        # not the machinery's failures: replaying a hung or killed worker's episode here
+        # would hang or kill the driver (an unstable simulation is worth seeing)
+        failed = [r for r in results if r.condition == top.name and not r.success
+                  and r.cause not in NOT_FILMED]
         failed.sort(key=lambda r: (r.episode_index not in nominal_ok, r.episode_index))
         picks.extend((axis, r) for r in failed[:per_axis])
     if not picks:
         return {}
     out: dict[str, str] = {}
     worker = EpisodeWorker(m)
-    nominal = next(c for c in m.conditions if c.name == "nominal")
+    stored = {(x.condition, x.episode_index): x for x in results}
     try:
         for axis, r in picks:
             i = r.episode_index
-            nom_res, nom_frames = record_episode(worker, WorkUnit(-1, nominal, (i,)))
-            per_res, per_frames = record_episode(worker, WorkUnit(-1, by_cond[r.condition], (i,)))
-            same = per_res.success == r.success
+            nom_res, nom_frames = record_episode(worker, stored_unit(m, "nominal", i),
+                                                 episode_index=i)
+            per_res, per_frames = replay_episode(worker, r)
+            nom_stored = stored.get(("nominal", i))
+            same = not replay_differences(r, per_res) and (
+                nom_stored is None or not replay_differences(nom_stored, nom_res))
             rel = Path(VIDEO_DIR) / f"{_slug(r.condition)}-ep{i:04d}.mp4"
             (store.run_dir / VIDEO_DIR).mkdir(parents=True, exist_ok=True)
             write_side_by_side(

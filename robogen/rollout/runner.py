@@ -382,8 +382,9 @@ def resume(
 ) -> EvalOutcome:
     """Finish a killed run: run only the units without a stored part, then report.
 
-    Units whose episodes were stored as ``worker_died`` or ``infra_timeout`` (the run
-    gave up on them) are run again when ``retry_invalid``.
+    Units with episodes stored as ``worker_died``, ``infra_timeout`` or ``infra_error``
+    (:data:`RETRIED_ON_RESUME`: the machinery failed, e.g. a policy server was down) are
+    run again when ``retry_invalid``.
 
     Args:
         run_dir: The run directory.

@@ -52,6 +52,7 @@ _SCHEMA = pa.schema(
         ("wall_time_s", pa.float64()),
         ("unit_id", pa.int64()),
         ("video_path", pa.string()),
+        ("policy_latency_ms", pa.float64()),
     ]
 )
 
@@ -185,4 +186,6 @@ class ResultStore:
         files = [self.part_path(u) for u in sorted(self.done_units())]
         if not files:
             return pd.DataFrame(columns=_SCHEMA.names)
-        return pq.read_table(files).to_pandas()
+        # parts written before a column existed lack it: it reads as null there
+        tables = [pq.read_table(f) for f in files]
+        return pa.concat_tables(tables, promote_options="default").to_pandas()

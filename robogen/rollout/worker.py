@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import inspect
 import json
+import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -17,18 +18,26 @@ from typing import Any
 
 import numpy as np
 
-from robogen.envs.render import resolve_frames
+from robogen.envs.render import RenderTimeoutError, resolve_frames
 from robogen.errors import InfrastructureError, RobogenError
 from robogen.rollout.plan import episode_seed, perturbation_seed
 from robogen.types import EpisodeResult, EvalManifest, WorkUnit
 
 
+def _infra_cause(e: BaseException) -> str | None:
+    """``infra_timeout`` (the render thread gave no frame in time) or ``infra_error`` (e.g. a
+    policy server that failed) for an infrastructure failure, else None."""
+    if isinstance(e, RenderTimeoutError):
+        return "infra_timeout"
+    return "infra_error" if isinstance(e, InfrastructureError) else None
+
+
 def _error_cause(e: BaseException) -> str:
-    """``infra_error`` if the policy call failed in its infrastructure, else ``policy_error``.
+    """The infrastructure cause of ``e`` if it has one, else ``policy_error``.
 
     An infrastructure failure (e.g. a policy server that timed out) is never a policy failure.
     """
-    return "infra_error" if isinstance(e, InfrastructureError) else "policy_error"
+    return _infra_cause(e) or "policy_error"
 
 
 def _short_error(e: BaseException) -> str:
@@ -55,9 +64,10 @@ def make_env(manifest: EvalManifest) -> Any:
 
 
 def policy_context(
-    env_id: str, obs_mode: str, vecnormalize: str | None, env: Any, device: str = "cpu"
+    env_id: str, obs_mode: str, vecnormalize: str | None, env: Any, device: str = "cpu",
+    worker_index: int = 0,
 ) -> Any:
-    """The :class:`~robogen.policies.base.LoadContext` of ``env``."""
+    """The :class:`~robogen.policies.base.LoadContext` of ``env`` for worker ``worker_index``."""
     from robogen.policies.base import LoadContext, non_default_env_kwargs
 
     return LoadContext(
@@ -68,6 +78,7 @@ def policy_context(
         vecnormalize=vecnormalize,
         device=device,
         env_kwargs=non_default_env_kwargs(env),
+        worker_index=worker_index,
     )
 
 
@@ -91,6 +102,7 @@ class _Slot:
     perturbations: str = "[]"
     changed: tuple[str, ...] = ()
     wall_time_s: float = 0.0
+    latency_ms: float | None = None
 
 
 def accepts_keyword(fn: Any, name: str) -> bool:
@@ -109,17 +121,30 @@ def accepts_slots(policy: Any) -> bool:
     return policy_capabilities(policy).slots
 
 
+NO_POLICY = ("the worker could not load the policy: {error}; the unit's episodes are "
+             "recorded as 'infra_error' (robogen eval --resume RUN_DIR retries them)")
+
+
 class EpisodeWorker:
     """Loads the policy once and runs work units of a manifest.
+
+    A policy whose loading fails in its infrastructure (an
+    :class:`~robogen.errors.InfrastructureError`, e.g. a policy server that died after the
+    driver probed it) does not fail the worker: each unit tries to load it again, and a
+    unit that cannot has its episodes recorded as ``infra_error``.
 
     Args:
         manifest: The evaluation manifest.
         device: Device for the policy (``cpu`` or ``cuda``).
+        worker_index: Index of this worker in its backend (``LoadContext.worker_index``).
+
+    Raises:
+        RobogenError: If the envs cannot be created or the policy cannot be loaded for
+            any reason other than its infrastructure (a set-up error).
     """
 
-    def __init__(self, manifest: EvalManifest, device: str = "cpu") -> None:
-        from robogen.policies import load_policy, policy_capabilities
-
+    def __init__(self, manifest: EvalManifest, device: str = "cpu",
+                 worker_index: int = 0) -> None:
         try:
             import torch
 
@@ -127,14 +152,14 @@ class EpisodeWorker:
         except ImportError:  # pragma: no cover - torch is a core dependency
             pass
         self.manifest = manifest
+        self.worker_index = worker_index
+        self._device = device
         self._envs: list[Any] = [make_env(manifest)]
         self._scenes: list[Any] = []
-        ctx = policy_context(
-            manifest.env_id, manifest.obs_mode, manifest.vecnormalize, self._envs[0], device
-        )
-        self.policy = load_policy(manifest.policy, ctx)
-        caps = policy_capabilities(self.policy)
-        self._takes_slots, self._takes_seeds = caps.slots, caps.seeds
+        self.policy: Any = None
+        self.load_error: str | None = None
+        """Why the policy is not loaded (an infrastructure failure), else None."""
+        self._latency: Any = None
         self._action_shape: tuple[int, ...] = tuple(
             getattr(self._envs[0].action_space, "shape", ()) or ()
         )
@@ -144,7 +169,31 @@ class EpisodeWorker:
         self.transition_hook: Callable[[int, Any, np.ndarray, float], None] | None = None
         """Called as ``transition_hook(episode_index, obs, action, reward)`` for every step
         taken (``obs`` is the observation the action was chosen from; demonstrations)."""
+        if not self._load_policy():
+            self._attach()  # the envs still draw deferred frames
+
+    def _load_policy(self) -> bool:
+        """Load the policy if it is not loaded; False (and :attr:`load_error`) if its
+        infrastructure failed."""
+        if self.policy is not None:
+            return True
+        from robogen.policies import load_policy, policy_capabilities
+        from robogen.policies.base import LatencyReporting
+
+        m = self.manifest
+        ctx = policy_context(m.env_id, m.obs_mode, m.vecnormalize, self._envs[0],
+                             self._device, self.worker_index)
+        try:
+            self.policy = load_policy(m.policy, ctx)
+        except InfrastructureError as e:
+            self.load_error = _short_error(e)
+            return False
+        self.load_error = None
+        caps = policy_capabilities(self.policy)
+        self._takes_slots, self._takes_seeds = caps.slots, caps.seeds
+        self._latency = self.policy if isinstance(self.policy, LatencyReporting) else None
         self._attach()
+        return True
 
     def _attach(self) -> None:
         from robogen.envs.base import find_scene
@@ -172,6 +221,12 @@ class EpisodeWorker:
     def run_unit(self, unit: WorkUnit) -> list[EpisodeResult]:
         """Run every episode of ``unit`` as one lockstep batch; never raises for an episode."""
         m = self.manifest
+        if not self._load_policy():
+            error = NO_POLICY.format(error=self.load_error)
+            return [unit_result(m, unit, i, episode_return=0.0, length_steps=0, success=False,
+                                cause="infra_error", error=error, perturbations_json="[]",
+                                changed_axes=(), wall_time_s=0.0)
+                    for i in unit.episode_indices]
         n = len(unit.episode_indices)
         self._ensure_envs(n)
         envs = self._envs[:n]
@@ -187,6 +242,8 @@ class EpisodeWorker:
                 rg = info.get("robogen", {})
                 slot.perturbations = json.dumps(rg.get("perturbations", []))
                 slot.changed = tuple(rg.get("changed_axes", ()))
+            except InfrastructureError as e:  # e.g. no frame from the render thread
+                self._finish(slot, start, cause=_error_cause(e), error=_short_error(e))
             except RobogenError:
                 raise  # a bad condition is a setup error, not an episode outcome
             except Exception as e:  # noqa: BLE001 - recorded with its cause
@@ -228,6 +285,10 @@ class EpisodeWorker:
                         a = np.clip(a, low, high)
                     self._step(envs[k], slots[k], a, start)
         self._resolve_frames(slots, range(n), start)  # the last frames (and their errors)
+        if self._latency is not None:
+            for k, slot in enumerate(slots):
+                latency = float(self._latency.episode_latency_ms(k))
+                slot.latency_ms = latency if math.isfinite(latency) else None
         return [self._result(unit, s) for s in slots]
 
     def _resolve_frames(
@@ -235,18 +296,20 @@ class EpisodeWorker:
     ) -> None:
         """Wait for the pixel observations drawn on the render thread (``defer_frames``).
 
-        A frame that failed fails its episode like a failed step (``sim_unstable``); at
-        reset a robogen error (e.g. a bad camera) is a setup error and propagates.
+        A frame that failed fails its episode like a failed step (``sim_unstable``), one
+        not drawn within :data:`~robogen.envs.render.FRAME_TIMEOUT_S` as ``infra_timeout``;
+        at reset a robogen error (e.g. a bad camera) is a setup error and propagates.
         """
         for k in rows:
             slot = slots[k]
             try:
                 slot.obs = resolve_frames(slot.obs)
             except Exception as e:  # noqa: BLE001 - recorded with its cause
-                if setup and isinstance(e, RobogenError):
+                infra = _infra_cause(e)
+                if setup and isinstance(e, RobogenError) and infra is None:
                     raise
                 slot.obs = None
-                self._finish(slot, start, cause="sim_unstable", error=_short_error(e))
+                self._finish(slot, start, cause=infra or "sim_unstable", error=_short_error(e))
 
     def _call(self, obs: Any, rows: list[int]) -> np.ndarray:
         if self._takes_slots:
@@ -299,7 +362,8 @@ class EpisodeWorker:
         try:
             obs, reward, terminated, truncated, info = env.step(action)
         except Exception as e:  # noqa: BLE001 - SimulationUnstableError and MuJoCo errors
-            self._finish(slot, start, cause="sim_unstable", error=_short_error(e))
+            self._finish(slot, start, cause=_infra_cause(e) or "sim_unstable",
+                         error=_short_error(e))
             return
         slot.steps += 1
         if self.transition_hook is not None:
@@ -337,7 +401,7 @@ class EpisodeWorker:
         return unit_result(
             self.manifest, unit, s.episode_index, episode_return=s.ret, length_steps=s.steps,
             success=s.success, cause=s.cause, error=s.error, perturbations_json=s.perturbations,
-            changed_axes=s.changed, wall_time_s=s.wall_time_s,
+            changed_axes=s.changed, wall_time_s=s.wall_time_s, policy_latency_ms=s.latency_ms,
         )
 
 

@@ -36,3 +36,48 @@ def test_a_filmed_episode_starts_with_its_reset_frame(tmp_path) -> None:
     env.close()
     assert np.array_equal(frames[0], reset_frame)
     assert not np.array_equal(frames[0], frames[-1])  # the arm moved
+
+
+CKPT = "robogen/assets/checkpoints/ppo_reacher.zip"
+VECNORM = "robogen/assets/checkpoints/ppo_reacher_vecnormalize.pkl"
+
+
+def test_a_replay_reproduces_its_stored_episode_exactly(tmp_path) -> None:
+    """The shipped PPO checkpoint's batched MLP depends on the batch it runs in; a replay
+    runs the stored unit's batch again, so return, length and outcome match exactly."""
+    from robogen.rollout.replay import replay_differences, replay_episode
+    from robogen.rollout.runner import evaluate
+    from robogen.rollout.store import ResultStore
+
+    cfg = load_eval_config(
+        None, env="gymnasium/Reacher-v5", policy=f"sb3:{CKPT}", vecnormalize=VECNORM,
+        episodes=6, batch_size=3, axes=["physics"], severities=[1.0], combined=False,
+        max_steps=30, backend="serial", videos=0, seed=5, out=tmp_path / "r",
+    )
+    store = ResultStore.open(evaluate(cfg).run_dir)
+    results = store.load_results()
+    worker = EpisodeWorker(store.manifest)
+    try:
+        for r in (results[1], results[5], results[-1]):  # middle, last and another unit
+            replayed, frames = replay_episode(worker, r, size=32)
+            assert replay_differences(r, replayed) == []
+            assert (replayed.episode_return, replayed.length_steps, replayed.success) == (
+                r.episode_return, r.length_steps, r.success)
+            assert frames.shape == (r.length_steps + 1, 32, 32, 3)
+    finally:
+        worker.close()
+
+
+def test_replay_differences_name_what_differs() -> None:
+    import dataclasses
+
+    from robogen.rollout.replay import replay_differences
+    from robogen.types import EpisodeResult
+
+    a = EpisodeResult("e", "p", "nominal", (), 0.0, "all", 0, 1, -3.25, 50, False, "timeout",
+                      None, "[]", (), 0.1, 0)
+    assert replay_differences(a, dataclasses.replace(a, wall_time_s=9.0)) == []
+    b = dataclasses.replace(a, episode_return=-3.25 + 1e-8)
+    assert replay_differences(a, b) == [f"return {-3.25!r} -> {-3.25 + 1e-8!r}"]
+    c = dataclasses.replace(a, success=True, cause=None, length_steps=20)
+    assert replay_differences(a, c) == ["outcome timeout -> success", "length 50 -> 20"]

@@ -124,3 +124,27 @@ def test_stale_temporaries_of_a_killed_run_are_removed(tmp_path):
     stale.write_bytes(b"half a part")
     assert store.remove_stale_temporaries() == 1
     assert not stale.exists() and store.done_units() == {0}
+
+
+def test_parts_written_before_policy_latency_existed_still_load(tmp_path):
+    import dataclasses
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from robogen.rollout import store as store_mod
+
+    store = ResultStore.create(tmp_path / "r", _manifest())
+    timed = dataclasses.replace(_result(1, True, unit=1), policy_latency_ms=12.5)
+    store.write_unit(1, [timed])
+    old_schema = pa.schema([f for f in store_mod._SCHEMA if f.name != "policy_latency_ms"])
+    row = {k: v for k, v in dataclasses.asdict(_result(0, False, unit=0)).items()
+           if k != "policy_latency_ms"}
+    pq.write_table(pa.Table.from_pylist([row], schema=old_schema), store.part_path(0))
+
+    results = store.load_results()
+    assert [r.policy_latency_ms for r in results] == [None, 12.5]
+    assert results[0] == _result(0, False, unit=0)  # None, not NaN: records compare with ==
+    frame = store.load_frame()
+    assert frame["policy_latency_ms"].isna().tolist() == [True, False]
+    assert frame["policy_latency_ms"].iloc[1] == 12.5
