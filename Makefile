@@ -1,5 +1,5 @@
 # robogen: two commands on a fresh machine.
-#   make demo   set up .venv and evaluate the shipped checkpoint and the PickPlace expert
+#   make demo   set up .venv and compare the shipped pixel policies (plain vs augmented) on Push
 #   make test   set up .venv and run the test suite
 SHELL := /bin/bash
 PYTHON ?= python3
@@ -7,7 +7,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.robogen-installed
 export MUJOCO_GL ?= egl
-DEMO_EPISODES ?= 80
+DEMO_EPISODES ?= 50
 DEMO_OUT ?= runs/demo
 
 .PHONY: setup setup-fetch setup-metaworld setup-suites demo test check-slow bench preview lint clean
@@ -35,16 +35,15 @@ setup-suites: setup-fetch setup-metaworld
 
 demo: $(STAMP)
 	rm -rf $(DEMO_OUT)
-	$(VENV)/bin/robogen eval --env gymnasium/Reacher-v5 \
-	  --policy sb3:robogen/assets/checkpoints/ppo_reacher.zip \
-	  --vecnormalize robogen/assets/checkpoints/ppo_reacher_vecnormalize.pkl \
-	  --severities 0.5,1 --episodes $(DEMO_EPISODES) --seed 0 --out $(DEMO_OUT)/reacher-ppo
-	$(VENV)/bin/robogen eval --env robogen/PickPlace-v0 --policy expert:pick_place \
-	  --severities 0.5,1 --episodes $(DEMO_EPISODES) --seed 0 --out $(DEMO_OUT)/pickplace-expert
+	$(VENV)/bin/robogen eval --env robogen/Push-v0 --obs-mode state+pixels \
+	  --policy flax:robogen/assets/policies/push_pixels_plain \
+	  --policy flax:robogen/assets/policies/push_pixels_augmented \
+	  --severities 1 --episodes $(DEMO_EPISODES) --videos 1 --seed 0 --out $(DEMO_OUT)/push-pixels
 	@echo
 	@echo "Reports (open in a browser):"
-	@echo "  $(CURDIR)/$(DEMO_OUT)/reacher-ppo/report.html"
-	@echo "  $(CURDIR)/$(DEMO_OUT)/pickplace-expert/report.html"
+	@echo "  $(CURDIR)/$(DEMO_OUT)/push-pixels/compare.html     plain vs augmented, per axis"
+	@echo "  $(CURDIR)/$(DEMO_OUT)/push-pixels/push_pixels_plain/report.html"
+	@echo "  $(CURDIR)/$(DEMO_OUT)/push-pixels/push_pixels_augmented/report.html"
 
 test: $(STAMP)
 	$(PY) -m pytest -m "not slow" -q

@@ -6,6 +6,7 @@ Exit codes: 0 success, 1 a failed check, 2 invalid input or setup error.
 from __future__ import annotations
 
 import sys
+import warnings
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -393,6 +394,11 @@ def main() -> None:
         from robogen._console import route_mujoco_warnings
 
         route_mujoco_warnings()
+        # Ray and policy servers start processes with fork+exec after JAX is imported (a
+        # flax: policy's probe); the child runs no Python of this process, so JAX's warning
+        # about forking a multithreaded process does not apply there.
+        warnings.filterwarnings("ignore", message=r"os\.fork\(\) was called",
+                                category=RuntimeWarning)
     try:
         app()
     except KeyboardInterrupt:
