@@ -14,6 +14,12 @@ from pathlib import Path
 from robogen.reports.video import VideoInfo, read_video_info
 from robogen.types import EvalManifest
 
+REMOTE_PAIRING = (
+    "policy server: pairing across conditions is by initial state and perturbation values "
+    "only; a server that samples actions advances its own random stream, which robogen does "
+    "not control"
+)
+
 
 def run_facts(manifest: EvalManifest) -> list[str]:
     """``actions deterministic``, ``return: raw env reward`` (for the report's header line)."""
@@ -25,6 +31,8 @@ def policy_load_lines(manifest: EvalManifest) -> list[str]:
     """What loading the checkpoint replaced and which versions saved it; empty if nothing."""
     info = manifest.policy_load
     out = []
+    if manifest.policy.startswith("remote:"):
+        out.append(REMOTE_PAIRING)
     if info.replaced:
         out.append("loading the checkpoint replaced its training-only entries "
                    f"{', '.join(info.replaced)} (schedules inference never uses)")

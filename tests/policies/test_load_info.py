@@ -120,3 +120,12 @@ def test_space_mismatch_names_the_non_default_env_kwargs(tmp_path):
     assert MADE_WITH.format(kwargs="exclude_current_positions_from_observation=False") in text
     assert "(10,)" in text and "(12,)" in text
     assert not (tmp_path / "r").exists()
+
+
+def test_a_policy_server_run_says_pairing_is_by_initial_state_only() -> None:
+    from robogen.reports.provenance import REMOTE_PAIRING, policy_load_lines
+
+    m = EvalManifest.from_dict(json.loads(FIXTURE.read_text()))
+    assert REMOTE_PAIRING not in policy_load_lines(m)
+    served = dataclasses.replace(m, policy="remote:ws://127.0.0.1:8000")
+    assert policy_load_lines(served)[0] == REMOTE_PAIRING
