@@ -65,6 +65,7 @@ from robogen.envs.gym_adapter import (
     GymMujocoAdapter,
     _name_elements,
     camera_pose,
+    set_weld_rows,
 )
 from robogen.errors import InvalidSpecError, UnknownNameError
 from robogen.types import RenderSettings
@@ -309,7 +310,7 @@ class FetchAdapter(GymMujocoAdapter):
         """A fresh nominal MjSpec: the suite's XML, names filled in, ``robogen_cam`` added."""
         spec = mujoco.MjSpec.from_file(self.env.unwrapped.fullpath)  # type: ignore[attr-defined]
         _name_elements(spec)
-        _set_weld_rows(spec, (0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 1.0))
+        set_weld_rows(spec, (0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 1.0))
         pos, quat = camera_pose(*CAMERA)
         spec.worldbody.add_camera(name=ADDED_CAMERA, pos=pos, quat=quat, fovy=45.0)
         return spec
@@ -395,12 +396,3 @@ def family_make(name: str, **kwargs: Any) -> FetchAdapter:
     """Create ``gymnasium-robotics/<name>`` (see :func:`make_fetch`)."""
     return make_fetch(name, **kwargs)
 
-
-def _set_weld_rows(spec: mujoco.MjSpec, row: tuple[float, ...]) -> None:
-    """Write the suite's weld row into the spec, so that a compile or ``mj_setConst`` (run by
-    the wrapper after inertial edits) keeps the weld the suite's setup wrote at run time."""
-    for eq in spec.equalities:
-        if int(eq.type) == int(mujoco.mjtEq.mjEQ_WELD):
-            data = np.array(eq.data, dtype=float)
-            data[:len(row)] = row
-            eq.data = data

@@ -677,3 +677,17 @@ def family_ids() -> tuple[str, ...]:
 def family_make(name: str, **kwargs: Any) -> GymMujocoAdapter:
     """Create ``gymnasium/<name>`` (see :func:`make_adapted`)."""
     return make_adapted(name, **kwargs)
+
+
+def set_weld_rows(spec: mujoco.MjSpec, row: tuple[float, ...]) -> None:
+    """Write a suite's mocap weld row into every weld of ``spec`` (first ``len(row)`` values).
+
+    Suites with a mocap-driven arm (Fetch, Meta-World) write the weld at run time; writing
+    it into the spec too means a compile or ``mj_setConst`` (run by the wrapper after
+    inertial edits) keeps it.
+    """
+    for eq in spec.equalities:
+        if int(eq.type) == int(mujoco.mjtEq.mjEQ_WELD):
+            data = np.array(eq.data, dtype=float)
+            data[:len(row)] = row
+            eq.data = data

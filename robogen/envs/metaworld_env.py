@@ -62,7 +62,7 @@ import numpy as np
 from gymnasium.envs.registration import EnvSpec
 
 from robogen.envs.base import PoseDof, SceneRoles
-from robogen.envs.gym_adapter import GymMujocoAdapter, _name_elements
+from robogen.envs.gym_adapter import GymMujocoAdapter, _name_elements, set_weld_rows
 from robogen.errors import InvalidSpecError, UnknownNameError
 from robogen.types import RenderSettings
 
@@ -281,7 +281,7 @@ class MetaWorldAdapter(GymMujocoAdapter):
             for k, joint in enumerate(body.joints):
                 if not joint.name:
                     joint.name = f"{body.name}_joint" if k == 0 else f"{body.name}_joint{k}"
-        _set_weld_rows(spec, WELD_ROW)
+        set_weld_rows(spec, WELD_ROW)
         return spec
 
     def suite_observation(self) -> np.ndarray:
@@ -417,12 +417,3 @@ def family_make(name: str, **kwargs: Any) -> MetaWorldAdapter:
     """Create ``metaworld/<name>`` (see :func:`make_metaworld`)."""
     return make_metaworld(name, **kwargs)
 
-
-def _set_weld_rows(spec: mujoco.MjSpec, row: tuple[float, ...]) -> None:
-    """Write the suite's weld row into the spec, so that a compile or ``mj_setConst`` (run by
-    the wrapper after inertial edits) keeps the weld the suite's setup wrote at run time."""
-    for eq in spec.equalities:
-        if int(eq.type) == int(mujoco.mjtEq.mjEQ_WELD):
-            data = np.array(eq.data, dtype=float)
-            data[:len(row)] = row
-            eq.data = data
