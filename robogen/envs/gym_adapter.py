@@ -8,22 +8,24 @@ nominal :class:`mujoco.MjSpec` for structural edits, swaps a recompiled model
 into the wrapped ``MujocoEnv``, renders pixel observations with its own
 offscreen renderer, and defines success for envs that have no success flag.
 
+This module is generic: what is particular to one env (success rule, camera,
+scene roles) is that env's :class:`~robogen.envs.gym_catalog.GymEnvRecord` in
+:mod:`robogen.envs.gym_catalog`. Adding a Gymnasium MuJoCo env is one record there.
+
 Nominal scene:
     The nominal spec is Gymnasium's own XML (``env.unwrapped.fullpath``) with
     two additions that change neither physics nor observations: unnamed
     elements get names (an actuator takes its joint's name, lights become
     ``light0``..., unnamed geoms ``<body>_geom``, unnamed bodies
-    ``<parent>_child``) so that roles can refer to them, and envs without a
-    camera get a fixed camera ``robogen_cam`` aimed at the scene. This model is
-    installed when the adapter is built, so nominal episodes step exactly like
-    the stock env (pinned in the tests).
+    ``<parent>_child``) so that roles can refer to them, and envs whose record
+    has an :class:`~robogen.envs.gym_catalog.AddedCamera` get a fixed camera
+    ``robogen_cam`` aimed at the scene. This model is installed when the adapter
+    is built, so nominal episodes step exactly like the stock env (pinned in the
+    tests).
 
 Cameras:
-    Locomotion envs observe through their own ``track`` camera (MuJoCo
-    ``trackcom`` mode: fixed orientation, follows the robot's centre of mass),
-    so the robot stays in view while it runs. Reacher, Pusher and the inverted
-    pendulums get ``robogen_cam``, a fixed camera at the azimuth, elevation and
-    distance listed in ``_CAMERAS`` around the scene's ``look_at`` point.
+    The observation camera is the record's: the env's own ``track`` camera for
+    locomotion, ``robogen_cam`` for the others (see :mod:`robogen.envs.gym_catalog`).
     Gymnasium's own ``render()`` (free camera) is unchanged.
 
 Rendering:
@@ -44,34 +46,13 @@ Distractors:
     includes one contact-force row per body), so :meth:`install_model` checks
     that the observation shape is unchanged and refuses a model that changes it.
 
-Success (``SUCCESS_RULES``), decided when the episode ends (``terminated`` or
-``truncated``); ``info["success"]`` is False on every earlier step:
-
-=========================  ==========  ================================================
-env                        kind        rule
-=========================  ==========  ================================================
-Reacher-v5                 distance    final fingertip-target distance (xy) < 0.02 m
-Pusher-v5                  distance    final object-goal distance (xy) < 0.10 m
-HalfCheetah-v5             return      return >= 1500 (over 1000 steps)
-Hopper-v5                  return      return >= 1500 and not fallen
-Walker2d-v5                return      return >= 1500 and not fallen
-Ant-v5                     return      return >= 1500 and not fallen
-Swimmer-v5                 return      return >= 100
-InvertedPendulum-v5        return      return >= 950 and not fallen
-InvertedDoublePendulum-v5  return      return >= 9100 and not fallen
-=========================  ==========  ================================================
-
-Reacher's 0.02 m is the fingertip sphere (radius 0.01 m) touching the target
-(radius 0.009 m); the shipped PPO checkpoint meets it in 69% of nominal episodes.
-Pusher's 0.10 m is the object cylinder (radius 0.05 m) overlapping the goal disc
-(radius 0.08 m). Locomotion thresholds sit well above standing still (about 1000
-from the healthy reward) and well below the envs' "solved" reward thresholds.
-A return rule needs the episode to end by the time limit: a termination before
-it (the robot fell, the pole dropped) is never a success. With ``max_steps``
-other than the registered limit, return thresholds scale by
-``max_steps / registered_limit``. ``success_threshold`` replaces any rule by a
-return threshold (unscaled). ``info["episode_return"]`` is the running sum of
-rewards and ``info["robogen"]["success_metric"]`` the distance [m] or return.
+Success:
+    The record's rule (table in :mod:`robogen.envs.gym_catalog`), decided when the
+    episode ends; ``info["success"]`` is False on every earlier step. With
+    ``max_steps`` other than the registered limit, return thresholds scale by
+    ``max_steps / registered_limit``. ``success_threshold`` replaces any rule by a
+    return threshold (unscaled). ``info["episode_return"]`` is the running sum of
+    rewards and ``info["robogen"]["success_metric"]`` the distance [m] or return.
 """
 
 from __future__ import annotations
@@ -79,7 +60,6 @@ from __future__ import annotations
 import dataclasses
 import os
 import warnings
-from dataclasses import dataclass
 from typing import Any
 
 import gymnasium as gym  # robogen.envs imported robogen._gl first (MUJOCO_GL)
@@ -89,16 +69,27 @@ from gymnasium import spaces
 
 from robogen.envs.base import PoseDof, SceneRoles
 from robogen.envs.camera_geometry import camera_pose
+from robogen.envs.gym_catalog import (
+    GYM_ENVS,
+    AddedCamera,
+    GymEnvRecord,
+    SuccessRule,
+    gym_env_record,
+)
 from robogen.envs.observations import check_obs_mode, compose_observation, observation_space
 from robogen.envs.render import OffscreenRenderer
-from robogen.errors import InvalidSpecError, SceneError, UnknownNameError
+from robogen.errors import InvalidSpecError, SceneError
 from robogen.types import RenderSettings
 
-SUPPORTED: tuple[str, ...] = (
-    "HalfCheetah-v5", "Hopper-v5", "Walker2d-v5", "Ant-v5", "Reacher-v5", "Pusher-v5",
-    "Swimmer-v5", "InvertedPendulum-v5", "InvertedDoublePendulum-v5",
-)
-"""Gymnasium ids the adapter supports (robogen ids ``gymnasium/<id>``)."""
+__all__ = [
+    "ADDED_CAMERA", "SUPPORTED", "GymMujocoAdapter", "SuccessRule", "build_nominal_spec",
+    "camera_pose", "family_ids", "family_make", "make_adapted", "set_weld_rows",
+    "success_rule",
+]
+
+SUPPORTED: tuple[str, ...] = tuple(GYM_ENVS)
+"""Gymnasium ids of the built-in catalog records (robogen ids ``gymnasium/<id>``); records
+registered later are in :func:`family_ids`."""
 
 ADDED_CAMERA = "robogen_cam"
 OBS_SIZE_CHANGED = (
@@ -110,154 +101,67 @@ OBS_SIZE_CHANGED = (
 # ----------------------------------------------------------------------------- success
 
 
-@dataclass(frozen=True, slots=True)
-class SuccessRule:
-    """How an adapted env decides success at the end of an episode.
-
-    Attributes:
-        kind: ``distance`` (two bodies closer than ``threshold`` [m] in the xy
-            plane at the last step) or ``return`` (episode return >= ``threshold``
-            and the episode was not terminated early).
-        threshold: Distance [m] or return [-].
-        body_a: First body of a distance rule.
-        body_b: Second body of a distance rule.
-    """
-
-    kind: str
-    threshold: float
-    body_a: str = ""
-    body_b: str = ""
-
-    def describe(self) -> str:
-        """One line for reports and metadata."""
-        if self.kind == "distance":
-            return (f"final {self.body_a}-{self.body_b} distance (xy) < {self.threshold:g} m")
-        return f"episode return >= {self.threshold:g} without early termination"
-
-
-SUCCESS_RULES: dict[str, SuccessRule] = {
-    "Reacher-v5": SuccessRule("distance", 0.02, "fingertip", "target"),
-    "Pusher-v5": SuccessRule("distance", 0.10, "object", "goal"),
-    "HalfCheetah-v5": SuccessRule("return", 1500.0),
-    "Hopper-v5": SuccessRule("return", 1500.0),
-    "Walker2d-v5": SuccessRule("return", 1500.0),
-    "Ant-v5": SuccessRule("return", 1500.0),
-    "Swimmer-v5": SuccessRule("return", 100.0),
-    "InvertedPendulum-v5": SuccessRule("return", 950.0),
-    "InvertedDoublePendulum-v5": SuccessRule("return", 9100.0),
-}
-"""Per-env success rule at the registered step limit (see the module docstring)."""
-
-
 def success_rule(
     gym_id: str, *, max_steps: int | None = None, success_threshold: float | None = None
 ) -> SuccessRule:
     """The success rule of ``gym_id`` for an episode limit of ``max_steps``.
 
     Args:
-        gym_id: A :data:`SUPPORTED` id.
+        gym_id: An id of the catalog (:func:`family_ids`).
         max_steps: Step limit (None: the registered limit); scales return thresholds.
         success_threshold: If given, a return threshold replacing the env's rule.
 
     Raises:
-        UnknownNameError: If ``gym_id`` is not supported.
+        UnknownNameError: If ``gym_id`` is not in the catalog.
     """
-    _check_id(gym_id)
+    rule = gym_env_record(gym_id).success
     if success_threshold is not None:
         return SuccessRule("return", float(success_threshold))
-    rule = SUCCESS_RULES[gym_id]
     limit = gym.spec(gym_id).max_episode_steps
     if rule.kind == "return" and max_steps is not None and limit and max_steps != limit:
         return dataclasses.replace(rule, threshold=rule.threshold * max_steps / limit)
     return rule
 
 
-def _check_id(gym_id: str) -> None:
-    if gym_id not in SUPPORTED:
-        raise UnknownNameError("Gymnasium MuJoCo env", gym_id, SUPPORTED)
-
-
 # ----------------------------------------------------------------------------- roles
 
-_LOCO_REGION = (-1.5, 1.5, -1.0, 1.5)
 
-
-def _hinges(names: tuple[str, ...], offset: float, ranges: dict[str, tuple[float, float]]
-            ) -> tuple[PoseDof, ...]:
-    return tuple(PoseDof(n, 0, offset, *ranges.get(n, (None, None))) for n in names)
-
-
-def _roles(gym_id: str, model: mujoco.MjModel) -> SceneRoles:
-    """Scene roles of ``gym_id`` (names as given by :func:`_name_elements`)."""
-
-    def jrange(names: tuple[str, ...]) -> dict[str, tuple[float, float]]:
-        out = {}
-        for n in names:
+def _roles(record: GymEnvRecord, model: mujoco.MjModel) -> SceneRoles:
+    """Scene roles of ``record``'s env in the nominal ``model`` (names filled in)."""
+    joints = tuple(model.joint(int(model.actuator_trnid[a, 0])).name for a in range(model.nu))
+    if record.robot_root:
+        rid = model.body(record.robot_root).id
+        robot = tuple(model.body(i).name for i in range(model.nbody)
+                      if i >= rid and _is_descendant(model, i, rid))
+    else:
+        robot = record.robot_bodies
+    camera = record.camera
+    if record.look_at is not None:
+        look_at = record.look_at
+    elif isinstance(camera, AddedCamera):
+        look_at = camera.look_at
+    else:
+        look_at = (0.0, 0.0, float(model.body(record.robot_root).pos[2]))
+    region = None
+    if record.distractor_xy is not None:
+        surface = (record.table_geoms or record.floor_geoms)[0]
+        region = (*record.distractor_xy, float(model.geom(surface).pos[2]))
+    pose: tuple[PoseDof, ...] = ()
+    if record.hinge_offset is not None:
+        for n in joints:
             j = model.joint(n)
-            if model.jnt_limited[j.id]:
-                out[n] = (float(j.range[0]), float(j.range[1]))
-        return out
-
-    def bodies_from(root: str) -> tuple[str, ...]:
-        rid = model.body(root).id
-        return tuple(model.body(i).name for i in range(model.nbody)
-                     if i >= rid and _is_descendant(model, i, rid))
-
-    def actuated_joints() -> tuple[str, ...]:
-        return tuple(model.joint(int(model.actuator_trnid[a, 0])).name for a in range(model.nu))
-
-    acts = tuple(model.actuator(a).name for a in range(model.nu))
-    lights = tuple(model.light(i).name for i in range(model.nlight))
-    joints = actuated_joints()
-    if gym_id in ("HalfCheetah-v5", "Hopper-v5", "Walker2d-v5", "Ant-v5", "Swimmer-v5"):
-        robot = bodies_from("torso")
-        floor_z = float(model.geom("floor").pos[2])
-        start = model.body("torso").pos
-        look_at = (0.0, 0.0, float(start[2]) if gym_id != "Swimmer-v5" else 0.0)
-        region = (-3.0, 3.0, -3.0, 3.0) if gym_id == "Ant-v5" else _LOCO_REGION
-        offset = {"Swimmer-v5": 0.3, "Ant-v5": 0.2, "HalfCheetah-v5": 0.2}.get(gym_id, 0.1)
-        pose = _hinges(joints, offset, jrange(joints))
-        if gym_id == "Swimmer-v5":
-            pose += (PoseDof("free_body_rot", 0, 0.3),)
-        return SceneRoles(
-            floor_geoms=("floor",), robot_bodies=robot, robot_joints=joints,
-            robot_actuators=acts, cameras=("track",), lights=lights, look_at=look_at,
-            distractor_region=(*region, floor_z), pose_dofs=pose, keep_clear=robot,
-        )
-    if gym_id == "Reacher-v5":
-        robot = ("body0", "body1", "fingertip")
-        return SceneRoles(
-            floor_geoms=("ground",), object_geoms=("target",), robot_bodies=robot,
-            robot_joints=joints, robot_actuators=acts, cameras=(ADDED_CAMERA,), lights=lights,
-            look_at=(0.0, 0.0, 0.0), distractor_region=(-0.27, 0.27, -0.27, 0.27, 0.0),
-            pose_dofs=(PoseDof("target_x", 0, 0.1, -0.2, 0.2),
-                       PoseDof("target_y", 0, 0.1, -0.2, 0.2)),
-            keep_clear=(*robot, "target"),
-        )
-    if gym_id == "Pusher-v5":
-        robot = bodies_from("r_shoulder_pan_link")
-        return SceneRoles(
-            table_geoms=("table",), object_geoms=("object_geom", "goal_geom"),
-            object_bodies=("object",), robot_bodies=robot, robot_joints=joints,
-            robot_actuators=acts, cameras=(ADDED_CAMERA,), lights=lights,
-            look_at=_CAMERAS[gym_id][0], distractor_region=(0.05, 0.85, -0.55, 0.35, -0.325),
-            pose_dofs=(
-                # object: reset draws slidey in [-0.3, 0], slidex in [-0.2, 0.2]
-                PoseDof("obj_slidey", 0, 0.1, -0.35, 0.05),
-                PoseDof("obj_slidex", 0, 0.1, -0.25, 0.25),
-                PoseDof("goal_slidey", 0, 0.1, -0.1, 0.1),
-                PoseDof("goal_slidex", 0, 0.1, -0.1, 0.1),
-            ),
-            keep_clear=(*robot, "object", "goal"),
-        )
-    # inverted pendulums: no supporting surface near the cart -> no distractor region
-    robot = bodies_from("cart")
-    floor = ("floor",) if gym_id == "InvertedDoublePendulum-v5" else ()
-    pose = (PoseDof("slider", 0, 0.3, -0.9, 0.9), PoseDof("hinge", 0, 0.1, -0.19, 0.19))
+            low, high = (float(j.range[0]), float(j.range[1])) if model.jnt_limited[j.id] \
+                else (None, None)
+            pose += (PoseDof(n, 0, record.hinge_offset, low, high),)
     return SceneRoles(
-        floor_geoms=floor, robot_bodies=robot, robot_joints=joints, robot_actuators=acts,
-        cameras=(ADDED_CAMERA,), lights=lights, look_at=_CAMERAS[gym_id][0],
-        distractor_region=None, pose_dofs=pose, keep_clear=robot,
+        floor_geoms=record.floor_geoms, table_geoms=record.table_geoms,
+        object_geoms=record.object_geoms, object_bodies=record.object_bodies,
+        robot_bodies=robot, robot_joints=joints,
+        robot_actuators=tuple(model.actuator(a).name for a in range(model.nu)),
+        cameras=(ADDED_CAMERA if isinstance(camera, AddedCamera) else camera,),
+        lights=tuple(model.light(i).name for i in range(model.nlight)),
+        look_at=look_at, distractor_region=region, pose_dofs=pose + record.pose_dofs,
+        keep_clear=(*robot, *record.keep_clear),
     )
 
 
@@ -270,14 +174,6 @@ def _is_descendant(model: mujoco.MjModel, body: int, root: int) -> bool:
 
 
 # ----------------------------------------------------------------------------- spec
-
-# look_at [m], distance [m], azimuth [deg], elevation [deg] of the added camera
-_CAMERAS: dict[str, tuple[tuple[float, float, float], float, float, float]] = {
-    "Reacher-v5": ((0.0, 0.0, 0.0), 0.75, 90.0, -70.0),
-    "Pusher-v5": ((0.4, -0.3, -0.3), 1.5, 180.0, -45.0),
-    "InvertedPendulum-v5": ((0.0, 0.0, 0.2), 2.4, 90.0, -10.0),
-    "InvertedDoublePendulum-v5": ((0.0, 0.0, 0.5), 3.6, 90.0, -10.0),
-}
 
 
 def _name_elements(spec: mujoco.MjSpec) -> None:
@@ -315,12 +211,13 @@ def _name_elements(spec: mujoco.MjSpec) -> None:
 
 
 def build_nominal_spec(gym_id: str, fullpath: str) -> mujoco.MjSpec:
-    """Gymnasium's XML for ``gym_id`` with names filled in and the added camera, if any."""
+    """Gymnasium's XML for ``gym_id`` with names filled in and the record's added camera."""
     spec = mujoco.MjSpec.from_file(fullpath)
     _name_elements(spec)
-    if gym_id in _CAMERAS and not any(c.name == ADDED_CAMERA for c in spec.cameras):
-        pos, quat = camera_pose(*_CAMERAS[gym_id])
-        spec.worldbody.add_camera(name=ADDED_CAMERA, pos=pos, quat=quat, fovy=45.0)
+    cam = gym_env_record(gym_id).camera
+    if isinstance(cam, AddedCamera) and not any(c.name == ADDED_CAMERA for c in spec.cameras):
+        pos, quat = camera_pose(cam.look_at, cam.distance, cam.azimuth_deg, cam.elevation_deg)
+        spec.worldbody.add_camera(name=ADDED_CAMERA, pos=pos, quat=quat, fovy=cam.fovy_deg)
     return spec
 
 
@@ -355,7 +252,7 @@ class GymMujocoAdapter(gym.Wrapper[Any, Any, Any, Any], gym.utils.RecordConstruc
         :meth:`observe`, :meth:`render_frame`, :attr:`roles`.
 
     Success:
-        See ``SUCCESS_RULES`` in the module docstring; ``info["success"]`` in
+        The record's rule (:mod:`robogen.envs.gym_catalog`); ``info["success"]`` in
         every step, decided at the last step.
 
     Episode End:
@@ -365,14 +262,14 @@ class GymMujocoAdapter(gym.Wrapper[Any, Any, Any, Any], gym.utils.RecordConstruc
         * v0: initial adapter.
 
     Args:
-        env: ``gymnasium.make(<id>)`` of a :data:`SUPPORTED` id.
+        env: ``gymnasium.make(<id>)`` of an id in the catalog (:func:`family_ids`).
         obs_mode: ``state``, ``pixels`` or ``state+pixels``.
         render: Pixel settings (size, camera, shadows, MSAA); None: 84x84 from
             ``roles.cameras[0]``, shadows and MSAA off.
         success_threshold: Return threshold replacing the env's success rule.
 
     Raises:
-        UnknownNameError: If the env's id is not supported.
+        UnknownNameError: If the env's id is not in the catalog.
         InvalidSpecError: On a bad observation mode or render size.
     """
 
@@ -600,7 +497,7 @@ class GymMujocoAdapter(gym.Wrapper[Any, Any, Any, Any], gym.utils.RecordConstruc
 
     def _check_env_id(self, gym_id: str) -> None:
         """Raise UnknownNameError if this adapter does not support ``gym_id``."""
-        _check_id(gym_id)
+        gym_env_record(gym_id)
 
     def _make_rule(self, max_steps: int | None, success_threshold: float | None) -> Any:
         """The success rule in force (``describe()`` gives the line for reports)."""
@@ -608,7 +505,7 @@ class GymMujocoAdapter(gym.Wrapper[Any, Any, Any, Any], gym.utils.RecordConstruc
 
     def _make_roles(self, model: mujoco.MjModel) -> SceneRoles:
         """Scene roles of the nominal ``model`` (names filled in)."""
-        return _roles(self.gym_id, model)
+        return _roles(gym_env_record(self.gym_id), model)
 
     def _prepare_model(self, model: mujoco.MjModel) -> None:
         """Edit a model about to be installed as the wrapped env's own setup would (no-op)."""
@@ -645,7 +542,7 @@ def make_adapted(
     """Create Gymnasium's ``gym_id`` wrapped as a perturbable robogen env.
 
     Args:
-        gym_id: A :data:`SUPPORTED` id, e.g. ``Hopper-v5``.
+        gym_id: An id in the catalog (:func:`family_ids`), e.g. ``Hopper-v5``.
         obs_mode: ``state``, ``pixels`` or ``state+pixels``.
         max_steps: Step limit (None: the registered limit).
         render: Pixel settings; None: 84x84, shadows and MSAA off.
@@ -656,10 +553,10 @@ def make_adapted(
         A :class:`GymMujocoAdapter`.
 
     Raises:
-        UnknownNameError: If ``gym_id`` is not supported (lists close matches).
+        UnknownNameError: If ``gym_id`` is not in the catalog (lists close matches).
         InvalidSpecError: On a bad observation mode or step limit.
     """
-    _check_id(gym_id)
+    gym_env_record(gym_id)
     check_obs_mode(obs_mode)
     if max_steps is not None and (not isinstance(max_steps, int) or max_steps < 1):
         raise InvalidSpecError(f"max_steps must be a positive integer, got {max_steps!r}")
@@ -670,8 +567,8 @@ def make_adapted(
 
 
 def family_ids() -> tuple[str, ...]:
-    """Names of the ``gymnasium`` env family (:mod:`robogen.envs.families`): :data:`SUPPORTED`."""
-    return SUPPORTED
+    """Names of the ``gymnasium`` env family (:mod:`robogen.envs.families`): the catalog's ids."""
+    return tuple(GYM_ENVS)
 
 
 def family_make(name: str, **kwargs: Any) -> GymMujocoAdapter:
