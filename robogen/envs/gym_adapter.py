@@ -302,10 +302,7 @@ class GymMujocoAdapter(gym.Wrapper[Any, Any, Any, Any], gym.utils.RecordConstruc
         self._init_sizes = (inner.model.nq, inner.model.nv, inner.model.nu)
         max_steps = env.spec.max_episode_steps if env.spec is not None else None
         self._rule = self._make_rule(max_steps, success_threshold)
-        # install the named nominal model (same physics, names for the roles)
-        with warnings.catch_warnings():  # half_cheetah.xml's deprecated settotalmass
-            warnings.filterwarnings("ignore", message=".*settotalmass.*")
-            first = self.nominal_spec().compile()
+        first = self._compile_nominal()  # same physics, names for the roles
         self._roles = self._make_roles(first)
         settings = render or RenderSettings()
         if settings.width < 1 or settings.height < 1:
@@ -466,6 +463,19 @@ class GymMujocoAdapter(gym.Wrapper[Any, Any, Any, Any], gym.utils.RecordConstruc
         info["robogen"] = {"success_metric": metric}
         return self._transform(obs), reward, terminated, truncated, info
 
+    def __getstate__(self) -> dict[str, Any]:
+        """Pickle without the pixel renderer (GL objects stay in their process)."""
+        state = self.__dict__.copy()
+        state["_renderer"] = None
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        """Unpickle: Gymnasium rebuilt the wrapped env from its constructor arguments
+        (``EzPickle``), so the named nominal model is installed into it again; the copy
+        is the env as constructed: reset it before stepping."""
+        self.__dict__.update(state)
+        self.install_model(self._compile_nominal())
+
     def close(self) -> None:
         """Free the pixel renderer and close the env."""
         if self._renderer is not None:
@@ -481,6 +491,11 @@ class GymMujocoAdapter(gym.Wrapper[Any, Any, Any, Any], gym.utils.RecordConstruc
             b = self.data.body(self._rule.body_b).xpos[:2]
             return float(np.linalg.norm(a - b))
         return self._episode_return
+
+    def _compile_nominal(self) -> mujoco.MjModel:
+        with warnings.catch_warnings():  # half_cheetah.xml's deprecated settotalmass
+            warnings.filterwarnings("ignore", message=".*settotalmass.*")
+            return self.nominal_spec().compile()
 
     def _camera_id(self, name: str) -> int:
         cid = mujoco.mj_name2id(self.model, mujoco.mjtObj.mjOBJ_CAMERA, name)

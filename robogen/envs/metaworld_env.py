@@ -84,6 +84,11 @@ WELD_ROW = (0.0, 0.0, 0.0, 0.0, 0.0, 0.0, -1.0, 0.0, 0.0, 0.0, 5.0)
 """Meta-World's weld ``eq_data`` row (anchor, relpose, torquescale) [11 values]."""
 LOOK_AT = (0.0, 0.6, 0.0)
 DISTRACTOR_REGION = (-0.45, 0.45, 0.35, 0.95, 0.0)
+NOT_PICKLABLE = (
+    "{env_id} cannot be pickled: Meta-World's env drops its task and observability settings "
+    "when rebuilt; build it where it runs with robogen.envs.make({env_id!r})"
+)
+"""Message of the TypeError that pickling a Meta-World env raises (tests reuse it)."""
 """Table-top area (x/y [m]) and height [m] where distractors are placed."""
 
 
@@ -193,6 +198,14 @@ class MetaWorldAdapter(GymMujocoAdapter):
         UnknownNameError: If the env's task is not in :data:`TASKS`.
         InvalidSpecError: On a success threshold, a bad observation mode or render size.
     """
+
+    def __getstate__(self) -> dict[str, Any]:
+        """Refuse pickling (a rebuilt Meta-World env would have another task and spaces).
+
+        Raises:
+            TypeError: Always (:data:`NOT_PICKLABLE`).
+        """
+        raise TypeError(NOT_PICKLABLE.format(env_id=self.gym_id))
 
     def __init__(self, env: gym.Env[Any, Any], obs_mode: str = "state",
                  render: RenderSettings | None = None,
