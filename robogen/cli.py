@@ -25,6 +25,45 @@ app = typer.Typer(
 EXIT_INVALID = 2
 
 
+class _RegistryOption(typer.models.OptionInfo):
+    """A ``typer.Option`` whose help is written from the registries when the command is
+    built (each invocation), so an env family, axis or policy scheme registered by a plug-in
+    module shows in ``--help`` with no edit here."""
+
+    def __init__(self, help_fn: Any, **kwargs: Any) -> None:
+        self._help_fn = help_fn
+        super().__init__(**{"default": ..., "param_decls": (), **kwargs})
+
+    @property  # type: ignore[override]
+    def help(self) -> str:  # noqa: D102
+        return str(self._help_fn())
+
+    @help.setter
+    def help(self, value: str | None) -> None:  # OptionInfo.__init__ assigns it
+        pass
+
+
+def _env_help() -> str:
+    from robogen.envs import ENV_FAMILIES
+
+    return ("Env id PREFIX/NAME; families: " + ", ".join(f"{p}/" for p in ENV_FAMILIES.names())
+            + " (robogen list shows every id).")
+
+
+def _policy_help() -> str:
+    from robogen.policies import policy_uri_help
+
+    return (f"Policy URI SCHEME:REST, one of: {policy_uri_help()}; repeat it to evaluate "
+            "several policies under one manifest and compare them (one run dir each under "
+            "--out, compare.* in --out)")
+
+
+def _axes_help() -> str:
+    from robogen.perturbations import AXES
+
+    return f"Comma-separated axes: {','.join(AXES.names())} (default: all)."
+
+
 def _csv(value: str | None) -> list[str] | None:
     if value is None:
         return None
@@ -75,23 +114,15 @@ def _print_outcome(outcome: Any) -> None:
 
 @app.command("eval")
 def eval_cmd(
-    env: Annotated[
-        str | None, typer.Option(help="Env id: robogen/<Task>-v0 or gymnasium/<Id>.")
-    ] = None,
-    policy: Annotated[
-        list[str] | None,
-        typer.Option(help="Policy URI SCHEME:REST (robogen list shows every registered scheme "
-                     "and its form, e.g. sb3:PATH.zip); repeat it to evaluate several policies "
-                     "under one manifest and compare them "
-                     "(one run dir each under --out, compare.* in --out)"),
-    ] = None,
+    env: Annotated[str | None, _RegistryOption(_env_help)] = None,
+    policy: Annotated[list[str] | None, _RegistryOption(_policy_help)] = None,
     spec: Annotated[
         Path | None, typer.Option(help="TOML evaluation spec (flags override it).")
     ] = None,
     vecnormalize: Annotated[
         str | None, typer.Option(help="SB3 VecNormalize statistics (.pkl).")
     ] = None,
-    axes: Annotated[str | None, typer.Option(help="Comma-separated axes (default: all).")] = None,
+    axes: Annotated[str | None, _RegistryOption(_axes_help)] = None,
     severities: Annotated[
         str | None, typer.Option(help="Comma-separated severities in (0, 1], or 'sweep' "
                                  "(coarse grid, then bisection to each axis's breaking point).")
