@@ -280,7 +280,7 @@ def _print_comparison(files: dict[str, Path]) -> None:
 
 
 def _eval_several(cfg: Any, policies: list[str]) -> None:
-    from robogen.rollout.multi import evaluate_policies
+    from robogen.reports.multi import evaluate_policies
 
     try:
         with ProgressBars() as bars:

@@ -8,6 +8,11 @@ Three estimators, all pure functions of boolean outcome arrays:
 * :func:`interaction`: the gap of a combined condition against the sum of its
   single-axis gaps, bootstrapped on the same resampled episodes.
 
+and the intervals they build on: :func:`bootstrap_mean_interval`,
+:func:`augmented_wald_interval` and :func:`bounded_mean_interval` (an interval of
+the mean of bounded paired differences that never has zero width; also exported by
+:mod:`robogen.reports.paired`, which builds on this module).
+
 Pairing: episode ``i`` starts from the same initial state in every condition
 (common random numbers, Law & Kelton, *Simulation Modeling and Analysis*,
 ch. 11), so per-episode differences cancel the episode-to-episode variation
@@ -201,6 +206,100 @@ def bootstrap_mean_interval(
     return float(low), float(high)
 
 
+MIN_NONZERO_FOR_BOOTSTRAP = 10
+"""Below this many non-zero per-episode differences the percentile bootstrap
+is degenerate (with none, every resample has mean 0 and the interval has zero
+width), so :func:`bounded_mean_interval` uses :func:`augmented_wald_interval`."""
+
+METHOD_BOOTSTRAP = "bootstrap"
+METHOD_AUGMENTED = "augmented-wald"
+
+
+def augmented_wald_interval(
+    values: ArrayLike, bound: float, confidence: float = 0.95
+) -> tuple[float, float]:
+    """Wald interval of a mean after adding pseudo-episodes, so it always has width.
+
+    Adds weight 1/2 at ``+bound``, 1/2 at ``-bound`` and 1 at 0 (two pseudo
+    episodes in total) to the ``n`` values, then takes ``mean ± z * sd / sqrt(n + 2)``
+    of the augmented sample, clipped to ``[-bound, bound]``. For a difference of
+    two paired binary outcomes (``bound = 1``) this is exactly the Agresti & Min
+    (2005, *Statistics in Medicine* 24(5)) interval, which adds 0.5 to each cell
+    of the paired 2x2 table; for other bounded differences it is the same
+    add-pseudo-observation idea (Agresti & Caffo 2000, *Am. Stat.* 54(4)).
+
+    Args:
+        values: (n,) float per-episode values in ``[-bound, bound]``.
+        bound: Largest possible ``|value|``, > 0.
+        confidence: Two-sided level in (0, 1).
+
+    Returns:
+        ``(low, high)`` with ``low < high``.
+
+    Raises:
+        InvalidSpecError: If ``bound <= 0`` or the values are not 1-D.
+    """
+    if not bound > 0:
+        raise InvalidSpecError(MUST_BE_POSITIVE.format(field="bound", value=bound))
+    v = one_d_values(values)
+    z = NormalDist().inv_cdf(0.5 + confidence / 2.0)
+    m = v.shape[0] + 2.0
+    mean = float(v.sum()) / m  # pseudo-episodes at +b and -b cancel, the one at 0 adds nothing
+    second = (float((v * v).sum()) + bound * bound) / m
+    sd = math.sqrt(max(second - mean * mean, 0.0))
+    half = z * sd / math.sqrt(m)
+    return max(-bound, mean - half), min(bound, mean + half)
+
+
+def bounded_mean_interval(
+    values: ArrayLike,
+    bound: float,
+    *,
+    n_boot: int = DEFAULT_N_BOOT,
+    confidence: float = 0.95,
+    seed: int = 0,
+) -> tuple[float, float, str]:
+    """Interval of the mean of paired per-episode differences, never of zero width.
+
+    With at least :data:`MIN_NONZERO_FOR_BOOTSTRAP` non-zero differences: the
+    percentile bootstrap over episodes (Efron & Tibshirani 1993, ch. 13). With
+    fewer (few discordant episodes, or none), or when every value is the same
+    (every resample would have the same mean): :func:`augmented_wald_interval`.
+
+    Args:
+        values: (n,) float per-episode differences in ``[-bound, bound]``.
+        bound: Largest possible ``|value|`` (1 for a paired gap, 2 for a
+            difference of two paired gaps or an interaction of two axes).
+        n_boot: Bootstrap resamples, > 0.
+        confidence: Two-sided level in (0, 1).
+        seed: Resampling seed.
+
+    Returns:
+        ``(low, high, method)``, method :data:`METHOD_BOOTSTRAP` or
+        :data:`METHOD_AUGMENTED`; ``(nan, nan, method)`` when n is 0.
+    """
+    v = one_d_values(values)
+    if v.shape[0] == 0:
+        return math.nan, math.nan, METHOD_AUGMENTED
+    if np.count_nonzero(v) < MIN_NONZERO_FOR_BOOTSTRAP or np.ptp(v) == 0:
+        low, high = augmented_wald_interval(v, bound, confidence)
+        return low, high, METHOD_AUGMENTED
+    low, high = bootstrap_mean_interval(v, n_boot=n_boot, confidence=confidence, seed=seed)
+    return low, high, METHOD_BOOTSTRAP
+
+
+def one_d_values(values: ArrayLike) -> np.ndarray:
+    """``values`` as a (n,) float64 array.
+
+    Raises:
+        InvalidSpecError: If the values are not 1-D.
+    """
+    v = np.asarray(values, dtype=np.float64)
+    if v.ndim != 1:
+        raise InvalidSpecError(f"values must be 1-D (one value per episode), got shape {v.shape}")
+    return v
+
+
 MIN_DISCORDANT_FOR_BOOTSTRAP = 10
 """Below this many discordant pairs the percentile bootstrap of a paired
 difference undercovers (with none it collapses to a zero-width interval), so
@@ -357,8 +456,6 @@ def interaction(
     combined_diff = nom - comb
     single_diffs = [nom - s for s in single_arrays]
     per_episode = combined_diff - np.sum(single_diffs, axis=0)
-    from robogen.reports.paired import bounded_mean_interval
-
     # each term is (1 - k) y0 - y_c + sum_j y_j, so |term| <= k for k single axes
     low, high, method = bounded_mean_interval(
         per_episode, float(len(singles)), n_boot=n_boot, confidence=confidence, seed=seed

@@ -1,4 +1,4 @@
-"""Film failures: replay a failed perturbed episode and the nominal episode of the same seed.
+"""Replay stored episodes with rendering on (filming them: :mod:`robogen.reports.failure_videos`).
 
 Episodes are deterministic functions of (run seed, episode index, condition),
 so a failure is filmed after the run by replaying it with rendering on, instead
@@ -14,15 +14,12 @@ exactly. Each video's label says whether the replay reproduced the stored episod
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from robogen._atomic import write_atomic
 from robogen.rollout.plan import make_units
-from robogen.rollout.store import ResultStore
 from robogen.types import EpisodeResult, EvalManifest, WorkUnit
 
 VIDEO_DIR = "videos"
@@ -112,74 +109,8 @@ def replay_differences(stored: EpisodeResult, replayed: EpisodeResult) -> list[s
     return out
 
 
-def _slug(text: str) -> str:
-    return "".join(c if c.isalnum() or c in "-_." else "-" for c in text)
-
-
-def film_failures(
-    store: ResultStore, results: Sequence[EpisodeResult], *, per_axis: int = 2
-) -> dict[str, str]:
-    """Write side-by-side MP4s (nominal | perturbed) of failed single-axis episodes.
-
-    For each axis, the failures at its highest severity whose nominal episode
-    of the same seed succeeded are preferred; failures of the machinery
-    (:data:`NOT_FILMED`) are not filmed. Each side replays its stored unit
-    (:func:`replay_episode`); a label says ``replay differs`` unless both replays
-    reproduced their stored episodes exactly. Returns ``{label: path relative to
-    the run dir}``.
-    """
-    from robogen.reports.video import write_side_by_side
-    from robogen.rollout.worker import EpisodeWorker
-
-    m = store.manifest
-    nominal_ok = {r.episode_index for r in results if r.condition == "nominal" and r.success}
-    picks: list[tuple[str, EpisodeResult]] = []
-    for axis in m.axes:
-        singles = [c for c in m.conditions if c.axes == (axis,)]
-        if not singles:
-            continue
-        top = max(singles, key=lambda c: (c.severity, c.split != "all"))
-        # not the machinery's failures: replaying a hung or killed worker's episode here
-        # would hang or kill the driver (an unstable simulation is worth seeing)
-        failed = [r for r in results if r.condition == top.name and not r.success
-                  and r.cause not in NOT_FILMED]
-        failed.sort(key=lambda r: (r.episode_index not in nominal_ok, r.episode_index))
-        picks.extend((axis, r) for r in failed[:per_axis])
-    if not picks:
-        return {}
-    out: dict[str, str] = {}
-    worker = EpisodeWorker(m)
-    stored = {(x.condition, x.episode_index): x for x in results}
-    try:
-        for axis, r in picks:
-            i = r.episode_index
-            nom_res, nom_frames = record_episode(worker, stored_unit(m, "nominal", i),
-                                                 episode_index=i)
-            per_res, per_frames = replay_episode(worker, r)
-            nom_stored = stored.get(("nominal", i))
-            same = not replay_differences(r, per_res) and (
-                nom_stored is None or not replay_differences(nom_stored, nom_res))
-            rel = Path(VIDEO_DIR) / f"{_slug(r.condition)}-ep{i:04d}.mp4"
-            (store.run_dir / VIDEO_DIR).mkdir(parents=True, exist_ok=True)
-            write_side_by_side(
-                store.run_dir / rel,
-                nom_frames,
-                per_frames,
-                labels=(
-                    f"nominal ({'success' if nom_res.success else nom_res.cause})",
-                    f"{r.condition} ({'success' if per_res.success else per_res.cause}"
-                    f"{'' if same else ', replay differs'})",
-                ),
-            )
-            out[f"{axis}: {r.condition} episode {i}"] = str(rel)
-        index = store.run_dir / VIDEO_DIR / VIDEO_INDEX
-        write_atomic(index, json.dumps({**_read_index(store.run_dir), **out}, indent=2))
-    finally:
-        worker.close()
-    return out
-
-
-def _read_index(run_dir: Path) -> dict[str, str]:
+def read_video_index(run_dir: Path) -> dict[str, str]:
+    """``run_dir/videos/index.json`` as ``{label: relative path}`` ({} if absent or unreadable)."""
     try:
         d = json.loads((Path(run_dir) / VIDEO_DIR / VIDEO_INDEX).read_text())
     except (OSError, ValueError):
@@ -193,7 +124,7 @@ def existing_videos(run_dir: Path) -> dict[str, str]:
     if not folder.is_dir():
         return {}
     present = {str(p.relative_to(run_dir)): p.stem for p in sorted(folder.glob("*.mp4"))}
-    labelled = {k: v for k, v in _read_index(run_dir).items() if v in present}
+    labelled = {k: v for k, v in read_video_index(run_dir).items() if v in present}
     named = set(labelled.values())
     labelled.update({stem: rel for rel, stem in present.items() if rel not in named})
     return labelled

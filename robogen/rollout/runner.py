@@ -115,7 +115,7 @@ def build_manifest(cfg: EvalConfig, env: Any, policy: Any) -> EvalManifest:
     max_steps = cfg.max_steps or int(getattr(env.spec, "max_episode_steps", None) or 1000)
     policy_obs = "state" if isinstance(policy, PrivilegedPolicy) else cfg.obs_mode
     rule = scene.success_rule
-    from robogen.reports.sweep import HALF, SWEEP_GRID
+    from robogen.rollout.sweep import HALF, SWEEP_GRID
 
     sevs = list(SWEEP_GRID) if cfg.is_sweep else list(cfg.severities)
     m = EvalManifest(
@@ -293,7 +293,7 @@ def _sweep(store: ResultStore, options: BackendOptions, progress: ProgressFn | N
     resumes: the stored manifest's missing units run first, then the rounds
     continue from the stored episodes (the choice is a function of them only).
     """
-    from robogen.reports.sweep import next_severities
+    from robogen.rollout.sweep import next_severities
     from robogen.types import INVALID_CAUSES, AxisLevel, Condition
 
     m = store.manifest
@@ -446,7 +446,7 @@ def finish_report(
                           faults=load_faults(store.run_dir))
     video_files: dict[str, str] = dict(keep_videos or {})
     if videos > 0:
-        from robogen.rollout.replay import film_failures
+        from robogen.reports.failure_videos import film_failures
 
         video_files = film_failures(store, results, per_axis=videos)
     files = write_report(report, store.run_dir, videos=video_files)

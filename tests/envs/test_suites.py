@@ -21,7 +21,8 @@ from robogen.types import AxisLevel
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning", "ignore::DeprecationWarning")
 
-SUITES = ("gymnasium-robotics", "metaworld")
+SUITES = tuple(p for p in ENV_FAMILIES.names() if ENV_FAMILIES.get(p).requires)
+"""Families that wrap an optional suite (gymnasium-robotics, metaworld), from the registry."""
 FAST_IDS = ("gymnasium-robotics/FetchPickAndPlace-v4", "metaworld/pick-place-v3")
 """One env per suite in the fast tests; every other id runs in the slow ones."""
 SLOW_IDS = tuple(i for p in SUITES for i in ENV_FAMILIES.get(p).ids() if i not in FAST_IDS)
