@@ -12,8 +12,17 @@ from robogen.envs.base import MujocoScene, find_scene
 from robogen.envs.gym_adapter import (
     SUPPORTED,
     GymMujocoAdapter,
+    family_ids,
     make_adapted,
     success_rule,
+)
+from robogen.envs.gym_catalog import (
+    GYM_ENVS,
+    AddedCamera,
+    GymEnvRecord,
+    SuccessRule,
+    gym_env_record,
+    register_gym_env,
 )
 from robogen.errors import InvalidSpecError, SceneError, UnknownNameError
 from robogen.types import RenderSettings
@@ -27,7 +36,7 @@ def _actions(env: gym.Env, n: int, seed: int = 0) -> np.ndarray:
     return rng.uniform(low, high, size=(n, *low.shape)).astype(np.float32)
 
 
-@pytest.fixture(params=SUPPORTED, ids=SUPPORTED)
+@pytest.fixture(params=family_ids(), ids=family_ids())
 def gym_id(request: pytest.FixtureRequest) -> str:
     return request.param
 
@@ -286,3 +295,60 @@ def test_destroying_one_env_leaves_another_renderer_intact() -> None:
     gc.collect()
     np.testing.assert_array_equal(keep.render_frame(), img)
     keep.close()
+
+
+def test_catalog_is_the_family() -> None:
+    """The nine built-in records, in the order robogen list shows them."""
+    assert family_ids() == SUPPORTED == tuple(GYM_ENVS) == (
+        "HalfCheetah-v5", "Hopper-v5", "Walker2d-v5", "Ant-v5", "Reacher-v5", "Pusher-v5",
+        "Swimmer-v5", "InvertedPendulum-v5", "InvertedDoublePendulum-v5")
+    assert gym_env_record("Pusher-v5").success == SuccessRule("distance", 0.10, "object", "goal")
+    assert gym_env_record("Hopper-v5").camera == "track"
+    with pytest.raises(UnknownNameError, match="Hopper-v5"):
+        gym_env_record("Hoper-v5")
+    with pytest.raises(ValueError, match="already in the catalog"):
+        register_gym_env(gym_env_record("Hopper-v5"))
+    with pytest.raises(ValueError, match="exactly one of robot_root and robot_bodies"):
+        GymEnvRecord("X-v5", SuccessRule("return", 1.0), "track")
+    with pytest.raises(ValueError, match="kind must be one of"):
+        SuccessRule("reward", 1.0)
+
+
+@pytest.fixture
+def humanoid_record():
+    """Humanoid-v5 in the catalog for one test (removed afterwards)."""
+    assert "Humanoid-v5" not in GYM_ENVS
+    yield register_gym_env(GymEnvRecord(
+        "Humanoid-v5", SuccessRule("return", 5000.0),
+        AddedCamera((0.0, 0.0, 1.0), 4.0, 90.0, -15.0), robot_root="torso",
+        floor_geoms=("floor",), distractor_xy=(-1.5, 1.5, -1.0, 1.5), hinge_offset=0.1))
+    del GYM_ENVS["Humanoid-v5"]
+
+
+def test_a_new_gymnasium_env_is_one_catalog_record(humanoid_record: GymEnvRecord) -> None:
+    """Humanoid-v5 is not adapted; one record makes gymnasium/Humanoid-v5 a perturbable env
+    that robogen.envs lists and makes, with roles, pixels, success and every axis."""
+    from robogen.envs import list_env_ids
+    from robogen.perturbations import AXES, PerturbedEnv, make_axis
+    from robogen.types import AxisLevel
+
+    assert "gymnasium/Humanoid-v5" in list_env_ids()
+    env = make("gymnasium/Humanoid-v5", obs_mode="state+pixels", max_steps=500)
+    try:
+        scene = find_scene(env)
+        assert scene.render_settings.camera == "robogen_cam"
+        assert scene.rule.threshold == pytest.approx(2500.0)  # scaled to 500 of 1000 steps
+        assert scene.roles.robot_bodies[0] == "torso" and len(scene.roles.pose_dofs) == 17
+        assert scene.roles.distractor_region == (-1.5, 1.5, -1.0, 1.5, 0.0)
+        obs, _ = env.reset(seed=0)
+        assert obs["state"].shape == gym.make("Humanoid-v5").observation_space.shape
+        assert obs["pixels"].std() > 5.0
+        wrapped = PerturbedEnv(env)
+        for axis in AXES.names():
+            assert make_axis(axis).missing_roles(wrapped.scene) is None, axis
+            wrapped.set_levels([AxisLevel(axis, 1.0)])
+            _, info = wrapped.reset(seed=0, options={"perturbation_seed": 0})
+            assert info["robogen"]["changed_axes"] == [axis]
+            wrapped.step(np.zeros(env.action_space.shape, np.float32))
+    finally:
+        env.close()
