@@ -30,13 +30,16 @@ class _RegistryOption(typer.models.OptionInfo):
     built (each invocation), so an env family, axis or policy scheme registered by a plug-in
     module shows in ``--help`` with no edit here."""
 
-    def __init__(self, help_fn: Any, **kwargs: Any) -> None:
-        self._help_fn = help_fn
+    def __init__(self, help_fn: Any, fallback: str, **kwargs: Any) -> None:
+        self._help_fn, self._fallback = help_fn, fallback
         super().__init__(**{"default": ..., "param_decls": (), **kwargs})
 
     @property  # type: ignore[override]
     def help(self) -> str:  # noqa: D102
-        return str(self._help_fn())
+        try:
+            return str(self._help_fn())
+        except Exception:  # noqa: BLE001 - a registry that fails to import must not break --help
+            return self._fallback
 
     @help.setter
     def help(self, value: str | None) -> None:  # OptionInfo.__init__ assigns it
@@ -62,6 +65,11 @@ def _axes_help() -> str:
     from robogen.perturbations import AXES
 
     return f"Comma-separated axes: {','.join(AXES.names())} (default: all)."
+
+
+_ENV_OPTION = _RegistryOption(_env_help, "Env id PREFIX/NAME (robogen list shows every id).")
+_POLICY_OPTION = _RegistryOption(_policy_help, "Policy URI SCHEME:REST (robogen list).")
+_AXES_OPTION = _RegistryOption(_axes_help, "Comma-separated axes (default: all).")
 
 
 def _csv(value: str | None) -> list[str] | None:
@@ -114,15 +122,15 @@ def _print_outcome(outcome: Any) -> None:
 
 @app.command("eval")
 def eval_cmd(
-    env: Annotated[str | None, _RegistryOption(_env_help)] = None,
-    policy: Annotated[list[str] | None, _RegistryOption(_policy_help)] = None,
+    env: Annotated[str | None, _ENV_OPTION] = None,
+    policy: Annotated[list[str] | None, _POLICY_OPTION] = None,
     spec: Annotated[
         Path | None, typer.Option(help="TOML evaluation spec (flags override it).")
     ] = None,
     vecnormalize: Annotated[
         str | None, typer.Option(help="SB3 VecNormalize statistics (.pkl).")
     ] = None,
-    axes: Annotated[str | None, _RegistryOption(_axes_help)] = None,
+    axes: Annotated[str | None, _AXES_OPTION] = None,
     severities: Annotated[
         str | None, typer.Option(help="Comma-separated severities in (0, 1], or 'sweep' "
                                  "(coarse grid, then bisection to each axis's breaking point).")
