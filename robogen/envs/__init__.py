@@ -4,7 +4,8 @@ Env ids:
     ``robogen/<Task>-v<N>``: built-in tasks registered with Gymnasium
     (``gymnasium.make("robogen/PickPlace-v0")`` works after ``import robogen``).
     ``gymnasium/<Id>``: Gymnasium's own MuJoCo env ``<Id>`` (e.g. ``Hopper-v5``)
-    wrapped by :mod:`robogen.envs.gym_adapter` so that the same axes act on it.
+    wrapped by :mod:`robogen.envs.gym_adapter` so that the same axes act on it; the ids,
+    success rules, cameras and scene roles are records of :mod:`robogen.envs.gym_catalog`.
     ``gymnasium-robotics/<Id>``: Fetch tasks (:mod:`robogen.envs.fetch_env`).
     ``metaworld/<task>-v3``: Meta-World tasks (:mod:`robogen.envs.metaworld_env`).
 
