@@ -5,9 +5,9 @@ Layer order (a module may import its own layer and the layers below it, never ab
 ====  =================  =====================================================================
 tier  layer              modules
 ====  =================  =====================================================================
-0     foundation         ``errors``, ``types``, ``registry``, ``protocol`` (which manifest
-                         fields define an episode), ``_atomic``, ``_gl``, ``_console`` and
-                         ``progress`` (terminal output helpers that import nothing above)
+0     foundation         ``errors``, ``types``, ``registry``, ``_atomic``, ``_gl``,
+                         ``_console`` and ``progress`` (terminal output helpers that import
+                         nothing above)
 1     envs               ``envs/``
 2     perturbations      ``perturbations/``
 3     policies           ``policies/``
@@ -41,8 +41,8 @@ import robogen
 PKG = Path(robogen.__file__).parent
 
 LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
-    ("foundation", frozenset({"errors", "types", "registry", "protocol", "_atomic", "_gl",
-                              "_console", "progress"})),
+    ("foundation", frozenset({"errors", "types", "registry", "_atomic", "_gl", "_console",
+                              "progress"})),
     ("envs", frozenset({"envs"})),
     ("perturbations", frozenset({"perturbations"})),
     ("policies", frozenset({"policies"})),
@@ -68,13 +68,12 @@ KNOWN_EXCEPTIONS: frozenset[tuple[str, str]] = frozenset({
     # the `rel` branch is rewriting rollout/ (one EvalSession), after which these move up.
     ("robogen.rollout.runner", "robogen.reports"),
     ("robogen.rollout.runner", "robogen.reports.sweep"),
+    # a sweep's manifest starts from the sweep's grid of severities (reports/sweep.py)
+    ("robogen.rollout.manifest", "robogen.reports.sweep"),
     ("robogen.rollout.multi", "robogen.reports.compare"),
     ("robogen.rollout.replay", "robogen.reports.video"),
     # check/run.py imports ray outside the backend; `rel` removes it.
     ("robogen.check.run", "ray"),
-    # scaling/pipeline.py calls the runner's private _run/_versions; `rel`'s EvalSession
-    # replaces them (issue 7 section 1).
-    ("robogen.scaling.pipeline", "robogen.rollout.runner"),
     # reports/stats.py imports reports/paired.py lazily, which imports stats (cycle); both
     # are being edited on `rel`.
     ("robogen.reports.stats", "robogen.reports.paired"),

@@ -14,14 +14,14 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from robogen.check.records import RunInfo
 from robogen.errors import InvalidSpecError, RunDirError
-from robogen.protocol import PROTOCOL_FIELDS, protocol_differences
+from robogen.rollout.manifest import PROTOCOL_FIELDS
+from robogen.rollout.manifest import differences as protocol_differences
 from robogen.types import (
     INVALID_CAUSES,
     NOMINAL,
@@ -31,10 +31,10 @@ from robogen.types import (
     RenderSettings,
 )
 
-__all__ = [  # PROTOCOL_FIELDS and protocol_differences live in robogen.protocol
+__all__ = [  # PROTOCOL_FIELDS and protocol_differences live in robogen.rollout.manifest
     "NO_EPISODES", "NOT_FOUND", "PROTOCOL_FIELDS", "PROTOCOL_MISMATCH", "ConditionOutcomes",
-    "RunData", "check_protocols", "config_fields_from_manifest", "is_saved", "load_saved",
-    "protocol_differences", "require_policy_uri", "run_data_from_arrays",
+    "RunData", "check_protocols", "is_saved", "load_saved", "protocol_differences",
+    "require_policy_uri", "run_data_from_arrays",
 ]
 
 PROTOCOL_MISMATCH = (
@@ -310,27 +310,3 @@ def check_protocols(baseline: RunData, candidate: RunData) -> None:
         raise InvalidSpecError(
             PROTOCOL_MISMATCH.format(fields="; ".join(diffs), baseline=baseline.info.source)
         )
-
-
-def config_fields_from_manifest(manifest: EvalManifest) -> dict[str, Any]:
-    """EvalConfig fields that reproduce ``manifest``'s protocol and seeds."""
-    from robogen.rollout.plan import pairs_of
-
-    return {
-        "env": manifest.env_id,
-        "axes": list(manifest.axes),
-        "severities": list(manifest.severities),
-        "splits": list(manifest.splits),
-        "combined": manifest.combined,
-        "episodes": manifest.n_episodes,
-        "seed": manifest.seed,
-        "max_steps": manifest.max_steps,
-        "batch_size": manifest.batch_size,
-        "obs_mode": manifest.obs_mode,
-        "width": manifest.render.width,
-        "height": manifest.render.height,
-        "camera": manifest.render.camera or None,
-        "success_threshold": manifest.success_threshold,
-        "env_kwargs": dict(manifest.env_kwargs),
-        "pairs": pairs_of(manifest.conditions),
-    }
