@@ -140,3 +140,34 @@ def test_demo_manifest_records_the_collection():
         "state+pixels", 0, tuple(conds), "")
     assert m.render == RenderSettings(width=32, height=32, camera="front")
     assert m.schema_version == mf.MANIFEST_SCHEMA_VERSION
+
+
+def _episodes(run_dir: Path) -> list:
+    from robogen.rollout.store import ResultStore
+
+    results = ResultStore.open(run_dir).load_results()
+    return sorted((dataclasses.replace(r, wall_time_s=0.0) for r in results),
+                  key=lambda r: (r.condition, r.episode_index))
+
+
+def test_a_run_stored_before_the_newer_fields_resumes(tmp_path):
+    """A manifest.json without the fields added since (as the fixture) loads, keeps its hash
+    and resumes to the episodes an uninterrupted run stores."""
+    from robogen.rollout.runner import evaluate, resume
+    from robogen.rollout.store import MANIFEST, ResultStore
+
+    out = tmp_path / "old"
+    evaluate(_cfg("reach", episodes=4, batch_size=2, axes=["physics"], out=out, videos=0))
+    full = _episodes(out)
+    d = json.loads((out / MANIFEST).read_text())
+    newer = set(d) - set(json.loads(FIXTURE.read_text()))
+    assert newer == {"deterministic_actions", "reward_source", "policy_load"}
+    old = {k: v for k, v in d.items() if k not in newer}
+    del old["breaking_levels"]
+    (out / MANIFEST).write_text(json.dumps(old))
+    store = ResultStore.open(out)
+    assert mf.spec_hash(store.manifest) == d["spec_hash"]
+    for unit in sorted(store.done_units())[::2]:
+        store.part_path(unit).unlink()
+    resume(out, backend="serial", videos=0)
+    assert _episodes(out) == full
