@@ -20,7 +20,7 @@ from numpy.typing import ArrayLike, NDArray
 
 from robogen.check.records import RunInfo
 from robogen.errors import InvalidSpecError, RunDirError
-from robogen.rollout.manifest import PROTOCOL_FIELDS
+from robogen.rollout.manifest import PROTOCOL_FIELDS, outcomes_manifest
 from robogen.rollout.manifest import differences as protocol_differences
 from robogen.types import (
     INVALID_CAUSES,
@@ -28,7 +28,6 @@ from robogen.types import (
     Condition,
     EpisodeResult,
     EvalManifest,
-    RenderSettings,
 )
 
 __all__ = [  # PROTOCOL_FIELDS and protocol_differences live in robogen.rollout.manifest
@@ -191,14 +190,7 @@ def run_data_from_arrays(
         episodes[name] = ConditionOutcomes(np.arange(a.size, dtype=np.int64), a)
         results_counts[name] = (int(a.sum()), int(a.size))
     n = max((v.success.size for v in episodes.values()), default=0)
-    axes = tuple(dict.fromkeys(a for c in conds for a in c.axes))
-    sevs = tuple(sorted({lv.severity for c in conds for lv in c.levels}))
-    manifest = EvalManifest(
-        schema_version=1, env_id=env_id, policy=policy, vecnormalize=None, obs_mode="state",
-        axes=axes, severities=sevs, splits=(), combined=False, n_episodes=n, seed=seed,
-        max_steps=1, batch_size=1, success_threshold=None, conditions=tuple(conds),
-        render=RenderSettings(),
-    )
+    manifest = outcomes_manifest(conds, env_id=env_id, policy=policy, n_episodes=n, seed=seed)
     info = RunInfo(source=source, kind="run_dir", policy=policy, run_dir=None, seed=seed,
                    n_episodes=n)
     return RunData(manifest, info, results_counts, episodes)

@@ -3,8 +3,9 @@
 A run's ``manifest.json`` (:class:`robogen.types.EvalManifest`) says what its
 episodes are. Every manifest robogen writes is built by a function of this module
 (:func:`build_manifest` for ``robogen eval``/``check``, :func:`conditions_manifest`
-for ``robogen scale``'s evaluations, :func:`demo_manifest` for ``robogen collect``),
-so they record the same facts the same way.
+for ``robogen scale``'s evaluations, :func:`demo_manifest` for ``robogen collect``,
+:func:`outcomes_manifest` for outcome arrays given to ``check``), so they record the
+same facts the same way.
 
 Every field of the manifest belongs to one of these groups:
 
@@ -267,6 +268,14 @@ def build_manifest(cfg: EvalConfig, env: Any, policy: Any) -> EvalManifest:
     ))
 
 
+def _axes_and_severities(
+    conditions: Sequence[Condition],
+) -> tuple[tuple[str, ...], tuple[float, ...]]:
+    """The axes of ``conditions`` (first-seen order) and their severities (sorted)."""
+    return (tuple(dict.fromkeys(a for c in conditions for a in c.axes)),
+            tuple(sorted({lv.severity for c in conditions for lv in c.levels})))
+
+
 def conditions_manifest(
     env_id: str,
     policy: str,
@@ -310,11 +319,11 @@ def conditions_manifest(
             render = find_scene(probe).render_settings
     finally:
         probe.close()
+    axes, severities = _axes_and_severities(conditions)
     return with_hash(EvalManifest(
         schema_version=MANIFEST_SCHEMA_VERSION, env_id=env_id,
         policy=resolve_policy_uri(policy), vecnormalize=None, obs_mode=obs_mode,
-        axes=tuple(dict.fromkeys(a for c in conditions for a in c.axes)),
-        severities=tuple(sorted({lv.severity for c in conditions for lv in c.levels})),
+        axes=axes, severities=severities,
         splits=tuple(sorted({lv.split for c in conditions for lv in c.levels})),
         combined=False, n_episodes=n_episodes, seed=seed, max_steps=max_steps,
         batch_size=min(batch_size, n_episodes), success_threshold=None,
@@ -357,6 +366,30 @@ def demo_manifest(
         splits=(split,), combined=False, n_episodes=0, seed=seed, max_steps=max_steps,
         batch_size=batch_size, success_threshold=None, conditions=tuple(conditions),
         render=RenderSettings(width=image_size, height=image_size, camera="front"),
+    )
+
+
+def outcomes_manifest(
+    conditions: Sequence[Condition], *, env_id: str, policy: str, n_episodes: int, seed: int,
+) -> EvalManifest:
+    """The manifest of success outcomes that no run produced (arrays; not stored, not hashed).
+
+    Two such manifests with equal conditions and env compare as one protocol; equal seeds
+    pair their episodes by index.
+
+    Args:
+        conditions: The conditions outcomes were given for.
+        env_id: Env id to record (``synthetic`` for plain arrays).
+        policy: Policy id to record.
+        n_episodes: Episodes of the longest condition.
+        seed: Run seed.
+    """
+    axes, severities = _axes_and_severities(conditions)
+    return EvalManifest(
+        schema_version=MANIFEST_SCHEMA_VERSION, env_id=env_id, policy=policy,
+        vecnormalize=None, obs_mode="state", axes=axes, severities=severities, splits=(),
+        combined=False, n_episodes=n_episodes, seed=seed, max_steps=1, batch_size=1,
+        success_threshold=None, conditions=tuple(conditions), render=RenderSettings(),
     )
 
 
