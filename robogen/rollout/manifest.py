@@ -241,7 +241,7 @@ def build_manifest(cfg: EvalConfig, env: Any, policy: Any) -> EvalManifest:
         mujoco_gl=os.environ.get("MUJOCO_GL", ""),
     )
     max_steps = cfg.max_steps or int(getattr(env.spec, "max_episode_steps", None) or 1000)
-    sevs = list(SWEEP_GRID) if cfg.is_sweep else list(cfg.severities)
+    sevs = list(SWEEP_GRID) if isinstance(cfg.severities, str) else list(cfg.severities)
     return with_hash(EvalManifest(
         schema_version=MANIFEST_SCHEMA_VERSION,
         env_id=cfg.env,
