@@ -270,12 +270,6 @@ REWARD_SOURCE_ENV = "raw env reward"
 the env's own ``step`` rewards, unscaled (SB3 ``VecNormalize`` statistics normalize the
 policy's observations only, never the recorded reward)."""
 
-MANIFEST_RECORD_ONLY: tuple[str, ...] = ("deterministic_actions", "reward_source", "policy_load")
-"""Manifest fields recorded for readers but left out of ``spec_hash``: facts this version
-of robogen fixes (or that describe the checkpoint, not the protocol), so a manifest
-written before they existed keeps its hash."""
-
-
 @dataclass(frozen=True, slots=True)
 class PolicyLoadInfo:
     """How a policy checkpoint was loaded; recorded in the manifest (not hashed).
@@ -308,6 +302,9 @@ class PolicyLoadInfo:
 class EvalManifest:
     """Everything that determines an evaluation's episodes; stored as manifest.json.
 
+    Built, hashed, compared and turned back into a config by :mod:`robogen.rollout.manifest`
+    (which also says which fields define the protocol).
+
     Attributes:
         schema_version: Manifest schema version.
         env_id: Env id.
@@ -326,7 +323,8 @@ class EvalManifest:
         conditions: All conditions, nominal first.
         render: Render settings of pixel observations.
         versions: Package versions (robogen, mujoco, gymnasium, ...).
-        spec_hash: SHA-256 of the canonical JSON of the fields above except versions.
+        spec_hash: SHA-256 of the canonical JSON of the hashed fields
+            (:func:`robogen.rollout.manifest.spec_hash`).
         env_kwargs: Extra keyword arguments passed to the env constructor.
         policy_obs_mode: What the policy observes (``state`` for privileged
             experts even in a pixel env); visual axes are flagged "not observed"
@@ -336,7 +334,7 @@ class EvalManifest:
             severity sweep locates; empty for a fixed grid of severities.
         deterministic_actions: Whether the policy was asked for deterministic
             actions (``act(obs, deterministic=True)``: a stochastic policy's mode).
-            Not hashed (:data:`MANIFEST_RECORD_ONLY`).
+            Not hashed (``RECORD_ONLY_FIELDS`` of :mod:`robogen.rollout.manifest`).
         reward_source: What an episode's return sums (:data:`REWARD_SOURCE_ENV`).
             Not hashed.
         policy_load: How the checkpoint was loaded (:class:`PolicyLoadInfo`). Not hashed.

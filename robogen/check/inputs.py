@@ -14,27 +14,26 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from robogen.check.records import RunInfo
 from robogen.errors import InvalidSpecError, RunDirError
-from robogen.protocol import PROTOCOL_FIELDS, protocol_differences
+from robogen.rollout.manifest import PROTOCOL_FIELDS, outcomes_manifest
+from robogen.rollout.manifest import differences as protocol_differences
 from robogen.types import (
     INVALID_CAUSES,
     NOMINAL,
     Condition,
     EpisodeResult,
     EvalManifest,
-    RenderSettings,
 )
 
-__all__ = [  # PROTOCOL_FIELDS and protocol_differences live in robogen.protocol
+__all__ = [  # PROTOCOL_FIELDS and protocol_differences live in robogen.rollout.manifest
     "NO_EPISODES", "NOT_FOUND", "PROTOCOL_FIELDS", "PROTOCOL_MISMATCH", "ConditionOutcomes",
-    "RunData", "check_protocols", "config_fields_from_manifest", "is_saved", "load_saved",
-    "protocol_differences", "require_policy_uri", "run_data_from_arrays",
+    "RunData", "check_protocols", "is_saved", "load_saved", "protocol_differences",
+    "require_policy_uri", "run_data_from_arrays",
 ]
 
 PROTOCOL_MISMATCH = (
@@ -191,14 +190,7 @@ def run_data_from_arrays(
         episodes[name] = ConditionOutcomes(np.arange(a.size, dtype=np.int64), a)
         results_counts[name] = (int(a.sum()), int(a.size))
     n = max((v.success.size for v in episodes.values()), default=0)
-    axes = tuple(dict.fromkeys(a for c in conds for a in c.axes))
-    sevs = tuple(sorted({lv.severity for c in conds for lv in c.levels}))
-    manifest = EvalManifest(
-        schema_version=1, env_id=env_id, policy=policy, vecnormalize=None, obs_mode="state",
-        axes=axes, severities=sevs, splits=(), combined=False, n_episodes=n, seed=seed,
-        max_steps=1, batch_size=1, success_threshold=None, conditions=tuple(conds),
-        render=RenderSettings(),
-    )
+    manifest = outcomes_manifest(conds, env_id=env_id, policy=policy, n_episodes=n, seed=seed)
     info = RunInfo(source=source, kind="run_dir", policy=policy, run_dir=None, seed=seed,
                    n_episodes=n)
     return RunData(manifest, info, results_counts, episodes)
@@ -310,27 +302,3 @@ def check_protocols(baseline: RunData, candidate: RunData) -> None:
         raise InvalidSpecError(
             PROTOCOL_MISMATCH.format(fields="; ".join(diffs), baseline=baseline.info.source)
         )
-
-
-def config_fields_from_manifest(manifest: EvalManifest) -> dict[str, Any]:
-    """EvalConfig fields that reproduce ``manifest``'s protocol and seeds."""
-    from robogen.rollout.plan import pairs_of
-
-    return {
-        "env": manifest.env_id,
-        "axes": list(manifest.axes),
-        "severities": list(manifest.severities),
-        "splits": list(manifest.splits),
-        "combined": manifest.combined,
-        "episodes": manifest.n_episodes,
-        "seed": manifest.seed,
-        "max_steps": manifest.max_steps,
-        "batch_size": manifest.batch_size,
-        "obs_mode": manifest.obs_mode,
-        "width": manifest.render.width,
-        "height": manifest.render.height,
-        "camera": manifest.render.camera or None,
-        "success_threshold": manifest.success_threshold,
-        "env_kwargs": dict(manifest.env_kwargs),
-        "pairs": pairs_of(manifest.conditions),
-    }

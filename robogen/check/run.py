@@ -30,10 +30,8 @@ from robogen.check.gate import (
 from robogen.check.inputs import (
     RunData,
     check_protocols,
-    config_fields_from_manifest,
     is_saved,
     load_saved,
-    protocol_differences,
     require_policy_uri,
 )
 from robogen.check.records import (
@@ -46,6 +44,7 @@ from robogen.check.records import (
 )
 from robogen.configs import EvalConfig, load_eval_config
 from robogen.errors import InvalidSpecError
+from robogen.rollout.manifest import config_fields, differences, to_config
 from robogen.types import EvalManifest, WorkUnit
 
 if TYPE_CHECKING:
@@ -121,8 +120,7 @@ def _read_spec(spec: Path | None) -> dict[str, Any]:
 
 
 def _spec_conflicts(spec_data: dict[str, Any], manifest: EvalManifest) -> list[str]:
-    want = config_fields_from_manifest(manifest)
-    want["combined"] = manifest.combined
+    want = config_fields(manifest)
     out = []
     for key, value in spec_data.items():
         if key in EXECUTION_FIELDS or key in _IGNORED_SPEC_FIELDS:
@@ -145,15 +143,6 @@ def _execution(spec_data: dict[str, Any], overrides: dict[str, Any]) -> dict[str
     ex = {k: spec_data[k] for k in EXECUTION_FIELDS if k in spec_data}
     ex.update({k: v for k, v in overrides.items() if v is not None})
     return ex
-
-
-def _config_from_manifest(
-    manifest: EvalManifest, policy: str, vecnormalize: str | None, out: Path,
-    execution: dict[str, Any],
-) -> EvalConfig:
-    fields = config_fields_from_manifest(manifest)
-    return load_eval_config(None, **fields, policy=policy, vecnormalize=vecnormalize,
-                            out=out, videos=0, **execution)
 
 
 def _evaluated_info(uri: str, data: RunData) -> RunData:
@@ -192,7 +181,7 @@ def _same_protocol(
         return None
 
     def check(manifest: EvalManifest) -> None:
-        diffs = protocol_differences(protocol, manifest)
+        diffs = differences(protocol, manifest)
         if diffs:
             raise InvalidSpecError(NOT_REPRODUCIBLE.format(
                 source=str(source), role=role, fields="; ".join(diffs)))
@@ -418,8 +407,9 @@ def run_check(
     if base_data is None:
         if protocol is not None:
             base_check = _same_protocol(protocol, candidate, "baseline")
-            base_cfg = _config_from_manifest(protocol, str(baseline), baseline_vecnormalize,
-                                             out_dir / "baseline", execution)
+            base_cfg = to_config(protocol, policy=str(baseline),
+                                 vecnormalize=baseline_vecnormalize, out=out_dir / "baseline",
+                                 videos=0, **execution)
         else:
             if not spec_data and env is None:
                 raise InvalidSpecError(NEEDS_ENV.format(baseline=str(baseline)))
@@ -435,9 +425,9 @@ def run_check(
             base_data = _evaluate(base_cfg, str(baseline), progress, base_check)
             files["baseline_run"] = out_dir / "baseline"
         if cand_data is None:
-            cand_cfg = _config_from_manifest(base_data.manifest, str(candidate),
-                                             candidate_vecnormalize, out_dir / "candidate",
-                                             execution)
+            cand_cfg = to_config(base_data.manifest, policy=str(candidate),
+                                 vecnormalize=candidate_vecnormalize, out=out_dir / "candidate",
+                                 videos=0, **execution)
             cand_data = _evaluate(
                 cand_cfg, str(candidate), progress,
                 _same_protocol(base_data.manifest, baseline, "candidate"))
@@ -478,8 +468,9 @@ def _sequential(
             protocol = sides["baseline_run"].manifest
         else:
             protocol = base_data.manifest
-        cand_cfg = _config_from_manifest(protocol, str(candidate), candidate_vecnormalize,
-                                         out_dir / "candidate", execution)
+        cand_cfg = to_config(protocol, policy=str(candidate),
+                             vecnormalize=candidate_vecnormalize, out=out_dir / "candidate",
+                             videos=0, **execution)
         sides["candidate_run"] = _EvalSide(cand_cfg, str(candidate),
                                            _same_protocol(protocol, baseline, "candidate"))
         base_src: RunData | _EvalSide = (

@@ -30,6 +30,7 @@ from robogen.policies.base import (
     policy_uri_forms,
     policy_uri_help,
     register_policy_scheme,
+    resolve_policy_uri,
     split_uri,
 )
 
@@ -52,6 +53,7 @@ __all__ = [
     "policy_uri_forms",
     "policy_uri_help",
     "register_policy_scheme",
+    "resolve_policy_uri",
     "split_uri",
 ]
 

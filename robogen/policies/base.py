@@ -17,6 +17,7 @@ from __future__ import annotations
 import inspect
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import numpy as np
@@ -234,11 +235,15 @@ def _made_with(ctx: LoadContext) -> str:
 
 
 PolicyLoader = Callable[[str, LoadContext], Policy]
+RestResolver = Callable[[str], str]
+"""Maps the ``<rest>`` of a URI to one that means the same from any working directory."""
 POLICY_SCHEMES: Registry[PolicyLoader] = Registry("policy scheme")
 _URI_FORMS: dict[str, str] = {}
+_RESOLVERS: dict[str, RestResolver] = {}
 
 
-def register_policy_scheme(name: str, *, form: str | None = None
+def register_policy_scheme(name: str, *, form: str | None = None,
+                           resolve: RestResolver | None = None,
                            ) -> Callable[[PolicyLoader], PolicyLoader]:
     """Register a loader for URIs ``name:<rest>`` (the loader gets ``<rest>``).
 
@@ -246,6 +251,10 @@ def register_policy_scheme(name: str, *, form: str | None = None
         name: The scheme (snake_case).
         form: How a URI of this scheme is written, for help and error messages
             (``sb3:PATH.zip``); default ``name:...``.
+        resolve: For schemes whose ``<rest>`` names a file or directory: returns the
+            ``<rest>`` with that path absolute (:func:`absolute_path`), so a run's manifest
+            loads the policy from any directory (:func:`resolve_policy_uri`). ``None``
+            (names, URLs) leaves URIs as written.
 
     Raises:
         ValueError: If ``name`` is already registered.
@@ -255,9 +264,40 @@ def register_policy_scheme(name: str, *, form: str | None = None
     def register(loader: PolicyLoader) -> PolicyLoader:
         decorate(loader)
         _URI_FORMS[name] = form or f"{name}:..."
+        if resolve is not None:
+            _RESOLVERS[name] = resolve
         return loader
 
     return register
+
+
+def absolute_path(path: str) -> str:
+    """``path`` (``~`` expanded) made absolute if it exists, else ``path`` unchanged.
+
+    A path that does not exist is left as written so the loader's error names it as the
+    user typed it.
+    """
+    if not path.strip():
+        return path
+    p = Path(path).expanduser()
+    return str(p.resolve()) if p.exists() else path
+
+
+def resolve_policy_uri(uri: str) -> str:
+    """``uri`` with the checkpoint path its scheme names made absolute.
+
+    Each scheme declares how (``register_policy_scheme(resolve=...)``): ``sb3:``,
+    ``flax:`` and ``python:FILE.py:factory`` make their path absolute; ``remote:`` URLs,
+    ``expert:`` and ``random`` names and ``python:pkg.module:factory`` stay as written.
+    A bare ``PATH.zip`` becomes ``sb3:/abs/PATH.zip``.
+
+    Raises:
+        InvalidSpecError: On an empty URI.
+    """
+    scheme, rest = split_uri(uri)
+    resolver = _RESOLVERS.get(scheme)
+    resolved = rest if resolver is None else resolver(rest)
+    return uri if resolved == rest else f"{scheme}:{resolved}"
 
 
 def policy_uri_forms() -> dict[str, str]:

@@ -25,7 +25,12 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import numpy as np
 
 from robogen.errors import InvalidSpecError, SpaceMismatchError
-from robogen.policies.base import LoadContext, PolicyCapabilities, register_policy_scheme
+from robogen.policies.base import (
+    LoadContext,
+    PolicyCapabilities,
+    absolute_path,
+    register_policy_scheme,
+)
 
 if TYPE_CHECKING:
     from robogen.policies.bc_net import BCModel
@@ -88,7 +93,7 @@ class FlaxBCPolicy:
         return self.model.predict(obs)
 
 
-@register_policy_scheme("flax", form="flax:DIR")
+@register_policy_scheme("flax", form="flax:DIR", resolve=absolute_path)
 def load_flax(rest: str, ctx: LoadContext) -> FlaxBCPolicy:
     """Load ``flax:PATH``.
 

@@ -48,6 +48,7 @@ from robogen.policies.base import (
     POLICY_SCHEMES,
     LoadContext,
     PolicyCapabilities,
+    absolute_path,
     check_compatible,
     register_policy_scheme,
 )
@@ -429,7 +430,15 @@ def load_model(path: Path, device: str = "cpu") -> tuple[Any, str]:
         errors[-1][1] if errors else None)
 
 
-@register_policy_scheme("sb3", form="sb3:PATH.zip")
+def resolve_sb3(rest: str) -> str:
+    """The checkpoint path absolute; ``ckpt`` for ``ckpt.zip`` stays without its ``.zip``."""
+    p = Path(rest).expanduser()
+    if rest.strip() and not p.exists() and p.with_name(p.name + ".zip").is_file():
+        return str(p.resolve())
+    return absolute_path(rest)
+
+
+@register_policy_scheme("sb3", form="sb3:PATH.zip", resolve=resolve_sb3)
 def load_sb3(rest: str, ctx: LoadContext) -> SB3Policy:
     """Load ``sb3:PATH.zip`` for the env of ``ctx``.
 

@@ -30,7 +30,13 @@ from typing import Any, ClassVar
 import numpy as np
 
 from robogen.errors import CheckpointError, InvalidSpecError, SpaceMismatchError
-from robogen.policies.base import LoadContext, Policy, PolicyCapabilities, register_policy_scheme
+from robogen.policies.base import (
+    LoadContext,
+    Policy,
+    PolicyCapabilities,
+    absolute_path,
+    register_policy_scheme,
+)
 
 PYTHON_URI = "python policy URI must be 'python:pkg.module:factory' or " \
     "'python:path/to/file.py:factory', got {uri!r}"
@@ -160,7 +166,15 @@ def _import(module: str, uri: str) -> Any:
             fix="fix the error raised while importing it")) from e
 
 
-@register_policy_scheme("python", form="python:MODULE:FACTORY")
+def resolve_python(rest: str) -> str:
+    """``FILE.py:factory`` with the file's path absolute; ``pkg.module:factory`` unchanged."""
+    module, sep, attr = rest.rpartition(":")
+    if sep and module.endswith(".py"):
+        return f"{absolute_path(module)}:{attr}"
+    return rest
+
+
+@register_policy_scheme("python", form="python:MODULE:FACTORY", resolve=resolve_python)
 def load_python(rest: str, ctx: LoadContext) -> Policy:
     """Load ``python:pkg.module:factory`` (or ``python:file.py:factory``) via ``factory(ctx)``.
 

@@ -29,7 +29,6 @@ from pathlib import Path
 import numpy as np
 
 from robogen.errors import InvalidSpecError, RunDirError
-from robogen.protocol import PROTOCOL_FIELDS, protocol_differences
 from robogen.reports.comparison import (
     COMPARE_SCHEMA_VERSION,
     ComparedRun,
@@ -45,9 +44,10 @@ from robogen.reports.paired import (
 )
 from robogen.reports.records import STATUS_NO_DATA, STATUS_NOT_APPLIED, AxisGap, Report
 from robogen.reports.stats import DEFAULT_N_BOOT, paired_gap
+from robogen.rollout.manifest import PAIRING_FIELDS, PROTOCOL_FIELDS, differences
 from robogen.types import INVALID_CAUSES, EpisodeResult, EvalManifest
 
-COMPARE_FIELDS = ("seed", "n_episodes")
+COMPARE_FIELDS = PAIRING_FIELDS
 """Manifest fields compared in addition to the check protocol: pairing needs equal seeds and n."""
 
 TOO_FEW_RUNS = (
@@ -121,7 +121,7 @@ def check_same_protocol(runs: Sequence[LoadedRun]) -> None:
         raise InvalidSpecError(TOO_FEW_RUNS.format(n=len(runs)))
     first = runs[0]
     for other in runs[1:]:
-        diffs = protocol_differences(
+        diffs = differences(
             first.manifest, other.manifest, fields=(*PROTOCOL_FIELDS, *COMPARE_FIELDS),
             names=(first.path.name, other.path.name),
         )

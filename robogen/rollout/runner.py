@@ -7,9 +7,7 @@ stored episodes.
 
 from __future__ import annotations
 
-import hashlib
 import json
-import os
 import re
 import time
 from collections.abc import Callable
@@ -23,18 +21,16 @@ from robogen.configs import EvalConfig
 from robogen.errors import InvalidSpecError, RunDirError
 from robogen.rollout.backend import Backend, BackendOptions
 from robogen.rollout.backends import make_backend
-from robogen.rollout.plan import build_conditions, make_units
+from robogen.rollout.manifest import build_manifest, require_schema, with_hash
+from robogen.rollout.plan import make_units
 from robogen.rollout.session import EvalSession
 from robogen.rollout.store import ResultStore
 from robogen.types import (
-    MANIFEST_RECORD_ONLY,
     EvalManifest,
     RenderSettings,
     WorkUnit,
     to_dict,
 )
-
-MANIFEST_SCHEMA_VERSION = 1
 
 RETRIED_ON_RESUME = ("worker_died", "infra_timeout", "infra_error")
 """Causes whose units ``--resume`` runs again (the machinery failed; the cell may work now)."""
@@ -57,92 +53,9 @@ class EvalOutcome:
     files: dict[str, Path]
 
 
-def _versions() -> dict[str, str]:
-    from importlib.metadata import PackageNotFoundError, version
-
-    out = {}
-    for pkg in ("robogen", "mujoco", "gymnasium", "stable-baselines3", "torch", "numpy", "ray"):
-        try:
-            out[pkg] = version(pkg)
-        except PackageNotFoundError:
-            out[pkg] = "not installed"
-    return out
-
-
-def spec_hash(manifest: EvalManifest) -> str:
-    """SHA-256 of the canonical JSON of everything that determines the episodes."""
-    d = to_dict(manifest)
-    for k in ("versions", "spec_hash", "render", *MANIFEST_RECORD_ONLY):
-        d.pop(k, None)
-    if not d.get("breaking_levels"):  # fixed grids hash as before sweeps existed
-        d.pop("breaking_levels", None)
-    d["render"] = {k: v for k, v in to_dict(manifest.render).items() if k != "mujoco_gl"}
-    return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()
-
-
-def _resolve_policy_uri(uri: str) -> str:
-    """Make a checkpoint path absolute so a resumed run finds it from any directory."""
-    from robogen.policies.base import split_uri
-
-    scheme, rest = split_uri(uri)
-    if scheme == "sb3" and rest and Path(rest).exists():
-        return f"sb3:{Path(rest).resolve()}"
-    return uri
-
-
 def _default_out(cfg: EvalConfig) -> Path:
     slug = re.sub(r"[^A-Za-z0-9]+", "-", f"{cfg.env}-{cfg.policy.split('/')[-1]}").strip("-")
     return Path("runs") / f"{slug}-{time.strftime('%Y%m%d-%H%M%S')}"
-
-
-def build_manifest(cfg: EvalConfig, env: Any, policy: Any) -> EvalManifest:
-    """The manifest of ``cfg`` given the env and policy it will use (for spaces and render)."""
-    from robogen.envs.base import find_scene
-    from robogen.policies.base import PrivilegedPolicy, policy_load_info
-
-    scene = find_scene(env)
-    axes = cfg.resolved_axes()
-    render = scene.render_settings
-    render = replace(
-        render,
-        width=cfg.width,
-        height=cfg.height,
-        camera=cfg.camera
-        or render.camera
-        or (scene.roles.cameras[0] if scene.roles.cameras else ""),
-        mujoco_gl=os.environ.get("MUJOCO_GL", ""),
-    )
-    max_steps = cfg.max_steps or int(getattr(env.spec, "max_episode_steps", None) or 1000)
-    policy_obs = "state" if isinstance(policy, PrivilegedPolicy) else cfg.obs_mode
-    rule = scene.success_rule
-    from robogen.rollout.sweep import HALF, SWEEP_GRID
-
-    sevs = list(SWEEP_GRID) if cfg.is_sweep else list(cfg.severities)
-    m = EvalManifest(
-        schema_version=MANIFEST_SCHEMA_VERSION,
-        env_id=cfg.env,
-        policy=_resolve_policy_uri(cfg.policy),
-        vecnormalize=str(Path(cfg.vecnormalize).resolve()) if cfg.vecnormalize else None,
-        obs_mode=cfg.obs_mode,
-        axes=tuple(axes),
-        severities=tuple(sevs),
-        splits=tuple(cfg.splits),
-        combined=cfg.combined and len(axes) >= 2,
-        n_episodes=cfg.episodes,
-        seed=cfg.seed,
-        max_steps=max_steps,
-        batch_size=min(cfg.batch_size, cfg.episodes),
-        success_threshold=cfg.success_threshold,
-        conditions=build_conditions(axes, sevs, cfg.splits, cfg.combined, cfg.resolved_pairs()),
-        render=render,
-        versions=_versions(),
-        env_kwargs=dict(cfg.env_kwargs),
-        policy_obs_mode=policy_obs,
-        success_rule=rule,
-        breaking_levels=tuple(sorted({HALF, cfg.breaking_level})) if cfg.is_sweep else (),
-        policy_load=policy_load_info(policy),
-    )
-    return replace(m, spec_hash=spec_hash(m))
 
 
 def plan_units(manifest: EvalManifest) -> tuple[WorkUnit, ...]:
@@ -321,8 +234,7 @@ def _sweep(store: ResultStore, options: BackendOptions, progress: ProgressFn | N
         if not added:
             return
         sevs = tuple(sorted({*m.severities, *(c.severity for c in added)}))
-        m = replace(m, conditions=(*m.conditions, *added), severities=sevs)
-        m = replace(m, spec_hash=spec_hash(m))
+        m = with_hash(replace(m, conditions=(*m.conditions, *added), severities=sevs))
         from robogen._atomic import write_atomic
         from robogen.rollout.store import MANIFEST
 
@@ -403,11 +315,7 @@ def resume(
     """
     store = ResultStore.open(run_dir)
     store.remove_stale_temporaries()
-    if store.manifest.schema_version != MANIFEST_SCHEMA_VERSION:
-        raise RunDirError(
-            f"{str(run_dir)!r} was written by manifest schema {store.manifest.schema_version}, "
-            f"this robogen reads {MANIFEST_SCHEMA_VERSION}"
-        )
+    require_schema(store.manifest, run_dir)
     if backend not in ("ray", "serial"):
         raise InvalidSpecError(f"backend must be 'ray' or 'serial', got {backend!r}")
     cfg_path = store.run_dir / "eval_config.json"

@@ -51,7 +51,8 @@ import pyarrow as pa
 
 from robogen._atomic import atomic_path, write_atomic
 from robogen.errors import InvalidSpecError, RunDirError, UnknownNameError
-from robogen.types import NOMINAL, AxisLevel, Condition, EvalManifest, RenderSettings, WorkUnit
+from robogen.rollout.manifest import demo_manifest
+from robogen.types import NOMINAL, AxisLevel, Condition, WorkUnit
 
 DEMO_SCHEMA_VERSION = 1
 DEMO_EPISODE_OFFSET = 1_000_000
@@ -241,30 +242,6 @@ class DemoStore:
         return out
 
 
-def _demo_manifest(col: Collection, factors: Sequence[str]) -> EvalManifest:
-    from robogen.rollout.runner import MANIFEST_SCHEMA_VERSION
-
-    conds = tuple(factor_condition(f, col.severity, col.split) for f in factors)
-    return EvalManifest(
-        schema_version=MANIFEST_SCHEMA_VERSION,
-        env_id=col.env_id,
-        policy=col.policy,
-        vecnormalize=None,
-        obs_mode="state+pixels",
-        axes=(),
-        severities=(col.severity,),
-        splits=(col.split,),
-        combined=False,
-        n_episodes=0,
-        seed=col.seed,
-        max_steps=col.max_steps,
-        batch_size=col.batch_size,
-        success_threshold=None,
-        conditions=conds,
-        render=RenderSettings(width=col.image_size, height=col.image_size, camera="front"),
-    )
-
-
 def collect(
     env_id: str,
     factors: Sequence[str],
@@ -389,7 +366,10 @@ def _run_collection(
     col = store.collection
     for stale in store.path.glob(".chunk-*.tmp"):  # left by a killed collection
         stale.unlink(missing_ok=True)
-    manifest = _demo_manifest(col, factors)
+    manifest = demo_manifest(
+        col.env_id, col.policy, [factor_condition(f, col.severity, col.split) for f in factors],
+        severity=col.severity, split=col.split, seed=col.seed, max_steps=col.max_steps,
+        batch_size=col.batch_size, image_size=col.image_size)
     have = store.chunks()
     todo: list[tuple[str, WorkUnit]] = []
     uid = 0

@@ -8,7 +8,8 @@ step resumes where a killed run stopped:
 * :func:`train_models`: every :class:`ModelJob` without a saved checkpoint, in one
   ``jax.vmap``-ed :func:`~robogen.scaling.bc.train_bc_ensemble` call (a few calls for large
   CNN ensembles), each saved with :func:`~robogen.scaling.bc_io.save_bc` (``bc.json`` last).
-* :func:`eval_manifest` / :func:`run_eval`: a checkpoint (``flax:PATH``) on given conditions
+* :func:`eval_manifest` (:func:`robogen.rollout.manifest.conditions_manifest`) /
+  :func:`run_eval`: a checkpoint (``flax:PATH``) on given conditions
   with the evaluation pipeline (:mod:`robogen.rollout`: worker, serial or Ray backend,
   :class:`~robogen.rollout.store.ResultStore`); finished work units are never rerun.
 """
@@ -27,9 +28,11 @@ from typing import Any
 import numpy as np
 
 from robogen.errors import InvalidSpecError, RunDirError
+from robogen.rollout.manifest import conditions_manifest as eval_manifest  # noqa: F401
+from robogen.rollout.manifest import same_episodes_but_policy
 from robogen.scaling.bc import BCConfig
 from robogen.scaling.demos import DemoStore, collect
-from robogen.types import Condition, EpisodeResult, EvalManifest, RenderSettings
+from robogen.types import EpisodeResult, EvalManifest
 
 MAX_TOP_UPS = 4
 """Rounds of extra collection when the expert fails some demonstrations."""
@@ -213,46 +216,6 @@ def _training_data(store: DemoStore, need: Mapping[str, int], obs_mode: str
 # ---- step 3: evaluation ----------------------------------------------------------------------
 
 
-def eval_manifest(
-    task: str,
-    policy: str,
-    conditions: Sequence[Condition],
-    *,
-    n_episodes: int,
-    seed: int,
-    obs_mode: str = "state",
-    image_size: int = 84,
-    batch_size: int = 10,
-) -> EvalManifest:
-    """The evaluation manifest of one model on ``conditions`` (same seed: paired episodes).
-
-    Pixel observations use the render settings of the demonstrations (``front`` camera,
-    ``image_size`` square, the task's shadow map and MSAA), recorded as the env applies them.
-    """
-    from robogen.envs import find_scene, make
-    from robogen.rollout.runner import MANIFEST_SCHEMA_VERSION, _versions, spec_hash
-
-    render = RenderSettings(width=image_size, height=image_size, camera="front") \
-        if obs_mode != "state" else RenderSettings()
-    probe = make(task, obs_mode=obs_mode, render=render if obs_mode != "state" else None)
-    max_steps = int(probe.spec.max_episode_steps)
-    if obs_mode != "state":
-        render = find_scene(probe).render_settings
-    probe.close()
-    axes = tuple(dict.fromkeys(a for c in conditions for a in c.axes))
-    m = EvalManifest(
-        schema_version=MANIFEST_SCHEMA_VERSION, env_id=task, policy=policy, vecnormalize=None,
-        obs_mode=obs_mode, axes=axes,
-        severities=tuple(sorted({lv.severity for c in conditions for lv in c.levels})),
-        splits=tuple(sorted({lv.split for c in conditions for lv in c.levels})),
-        combined=False, n_episodes=n_episodes, seed=seed, max_steps=max_steps,
-        batch_size=min(batch_size, n_episodes), success_threshold=None,
-        conditions=tuple(conditions), render=render, versions=_versions(),
-        policy_obs_mode=obs_mode,
-    )
-    return dataclasses.replace(m, spec_hash=spec_hash(m))
-
-
 def run_eval(
     run_dir: Path,
     manifest: EvalManifest,
@@ -275,15 +238,14 @@ def run_eval(
     """
     from robogen._atomic import write_atomic
     from robogen.rollout.backend import BackendOptions
-    from robogen.rollout.runner import run_session, spec_hash
+    from robogen.rollout.runner import run_session
     from robogen.rollout.store import EPISODES_DIR, MANIFEST, ResultStore
     from robogen.types import to_dict
 
     run_dir = Path(run_dir)
     if (run_dir / MANIFEST).is_file():
         old = ResultStore.open(run_dir).manifest
-        same = spec_hash(dataclasses.replace(old, policy=manifest.policy)) == manifest.spec_hash
-        if not same:
+        if not same_episodes_but_policy(old, manifest):
             raise RunDirError(
                 f"{str(run_dir)!r} holds an evaluation with other settings; delete it to "
                 "evaluate again")

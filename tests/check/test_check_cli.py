@@ -106,6 +106,13 @@ def test_baseline_from_another_task_is_exit_2(baseline_run: Path, tmp_path: Path
     assert code == 2
     assert "env_id: baseline \"robogen/Push-v0\" vs candidate \"robogen/Reach-v0\"" in \
         " ".join(output.split())
+    assert not (tmp_path / "out").exists()  # refused before anything was written
+    # a policy candidate is evaluated under the saved baseline's manifest: its env, not --env
+    code, output = _check("--baseline", str(push), "--candidate", "expert:reach",
+                          "--env", "robogen/Reach-v0", "--out", str(tmp_path / "out2"))
+    assert code == 2
+    assert "env (spec 'robogen/Reach-v0', manifest 'robogen/Push-v0')" in " ".join(output.split())
+    assert not (tmp_path / "out2").exists()
 
 
 def test_corrupt_report_is_exit_2(baseline_run: Path, tmp_path: Path) -> None:

@@ -17,7 +17,7 @@ from robogen.errors import CheckpointError
 from robogen.policies import load_policy
 from robogen.policies.base import MADE_WITH, non_default_env_kwargs, policy_load_info
 from robogen.policies.sb3 import LOAD_FAILED, load_model
-from robogen.rollout.runner import spec_hash
+from robogen.rollout.manifest import spec_hash
 from robogen.rollout.worker import make_env, policy_context
 from robogen.types import REWARD_SOURCE_ENV, EvalManifest, PolicyLoadInfo
 

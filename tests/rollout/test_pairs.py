@@ -5,11 +5,11 @@ from __future__ import annotations
 import pytest
 from typer.testing import CliRunner
 
-from robogen.check.inputs import config_fields_from_manifest
 from robogen.cli import app
 from robogen.configs import load_eval_config, parse_pairs
 from robogen.errors import InvalidSpecError
 from robogen.reports import load_report
+from robogen.rollout.manifest import config_fields
 from robogen.rollout.plan import build_conditions, pairs_of
 from robogen.rollout.store import ResultStore
 
@@ -66,5 +66,5 @@ def test_pair_run_reports_gap_interaction_and_heatmap(tmp_path) -> None:
     assert (out / "plots" / "interactions.png").is_file()
     assert "Pair interactions" in (out / "report.html").read_text()
     # check re-evaluates a candidate under this manifest: the pairs travel with it
-    fields = config_fields_from_manifest(ResultStore.open(out).manifest)
+    fields = config_fields(ResultStore.open(out).manifest)
     assert fields["pairs"] == ["embodiment+physics"]
