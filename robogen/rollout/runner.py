@@ -76,6 +76,8 @@ def spec_hash(manifest: EvalManifest) -> str:
         d.pop(k, None)
     if not d.get("breaking_levels"):  # fixed grids hash as before sweeps existed
         d.pop("breaking_levels", None)
+    if d.get("sequential") is None:  # fixed-n runs hash as before --episodes auto existed
+        d.pop("sequential", None)
     d["render"] = {k: v for k, v in to_dict(manifest.render).items() if k != "mujoco_gl"}
     return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()
 
@@ -128,10 +130,10 @@ def build_manifest(cfg: EvalConfig, env: Any, policy: Any) -> EvalManifest:
         severities=tuple(sevs),
         splits=tuple(cfg.splits),
         combined=cfg.combined and len(axes) >= 2,
-        n_episodes=cfg.episodes,
+        n_episodes=cfg.planned_episodes,
         seed=cfg.seed,
         max_steps=max_steps,
-        batch_size=min(cfg.batch_size, cfg.episodes),
+        batch_size=min(cfg.batch_size, cfg.planned_episodes),
         success_threshold=cfg.success_threshold,
         conditions=build_conditions(axes, sevs, cfg.splits, cfg.combined, cfg.resolved_pairs()),
         render=render,
@@ -141,6 +143,7 @@ def build_manifest(cfg: EvalConfig, env: Any, policy: Any) -> EvalManifest:
         success_rule=rule,
         breaking_levels=tuple(sorted({HALF, cfg.breaking_level})) if cfg.is_sweep else (),
         policy_load=policy_load_info(policy),
+        sequential=cfg.sequential_rule(),
     )
     return replace(m, spec_hash=spec_hash(m))
 
@@ -364,9 +367,33 @@ def evaluate(
     except BaseException:
         backend.close()
         raise
-    run_session(store, backend_options(cfg), progress, backend=backend)
-    _sweep(store, backend_options(cfg), progress)
+    if manifest.sequential is not None:
+        run_auto(store, backend_options(cfg), progress, backend=backend)
+    else:
+        run_session(store, backend_options(cfg), progress, backend=backend)
+        _sweep(store, backend_options(cfg), progress)
     return finish_report(store, videos=cfg.videos)
+
+
+def run_auto(store: ResultStore, options: BackendOptions, progress: ProgressFn | None = None,
+             backend: Backend | None = None, rerun: frozenset[int] = frozenset()) -> None:
+    """Run a sequential (``--episodes auto``) run's rounds until every condition stopped.
+
+    See :mod:`robogen.rollout.sequential`; the stop decisions come from
+    :func:`robogen.reports.sequential_planner` (stored outcomes only, so a resumed run
+    stops where an uninterrupted one does).
+
+    Raises:
+        WorkerSetupError: If the workers cannot start.
+    """
+    from robogen.reports import sequential_planner
+    from robogen.rollout.sequential import run_sequential
+
+    m = store.manifest
+    if backend is None:
+        per_cond = -(-m.n_episodes // m.batch_size)
+        backend = make_backend(m, options, max_workers=max(per_cond * len(m.conditions), 1))
+    run_sequential(store, backend, sequential_planner(m), progress=progress, rerun=rerun)
 
 
 def resume(
@@ -423,8 +450,11 @@ def resume(
                              address=address, num_gpus_per_worker=num_gpus,
                              unit_timeout_s=unit_timeout)
     rerun = store.units_with_causes(RETRIED_ON_RESUME) if retry_invalid else frozenset()
-    run_session(store, options, progress, rerun=rerun)
-    _sweep(store, options, progress)
+    if store.manifest.sequential is not None:
+        run_auto(store, options, progress, rerun=rerun)
+    else:
+        run_session(store, options, progress, rerun=rerun)
+        _sweep(store, options, progress)
     return finish_report(store, videos=2 if n_videos is None else n_videos)
 
 
