@@ -21,7 +21,7 @@ from __future__ import annotations
 import math
 import tomllib
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Any, Literal
 
 from pydantic import (
     BaseModel,
@@ -92,7 +92,7 @@ class EvalConfig(BaseModel):
         [], description="Pairs of axes run together, each with its gap and interaction: "
         "'all' or 'lighting+texture', ... ."
     )
-    episodes: Annotated[int, Field(ge=1, le=100_000)] | Literal["auto"] = Field(
+    episodes: int | Literal["auto"] = Field(
         50, description="Episodes per condition, or 'auto': run each condition in batches and "
         "stop it when its paired gap's anytime-valid interval is narrow enough "
         "(target_halfwidth), decided (gap_threshold) or at max_episodes."
@@ -100,7 +100,6 @@ class EvalConfig(BaseModel):
     target_halfwidth: float | None = Field(
         None, description=f"With episodes = 'auto': stop a condition once its gap interval's "
         f"half-width is at most this, in (0, 1); default {DEFAULT_TARGET_HALFWIDTH}.",
-        gt=0.0, lt=1.0,
     )
     max_episodes: int | None = Field(
         None, description=f"With episodes = 'auto': cap on episodes per condition, >= "
@@ -108,7 +107,7 @@ class EvalConfig(BaseModel):
     )
     gap_threshold: float | None = Field(
         None, description="With episodes = 'auto': also stop a condition as soon as its gap "
-        "interval lies wholly above or below this gap, in (-1, 1).", gt=-1.0, lt=1.0,
+        "interval lies wholly above or below this gap, in (-1, 1).",
     )
     seed: int = Field(0, description="Run seed; every episode seed derives from it.", ge=0)
     max_steps: int | None = Field(
@@ -145,6 +144,30 @@ class EvalConfig(BaseModel):
     def _threshold(cls, v: float | None) -> float | None:
         if v is not None and not math.isfinite(v):
             raise ValueError(f"success threshold must be a finite return, got {v!r}")
+        return v
+
+    @field_validator("episodes", mode="before")
+    @classmethod
+    def _episodes(cls, v: Any) -> Any:
+        ok = v == AUTO or (isinstance(v, int) and not isinstance(v, bool) and 1 <= v <= 100_000)
+        if not ok:
+            raise ValueError(f"episodes must be an integer in [1, 100000] or 'auto', got {v!r}")
+        return v
+
+    @field_validator("target_halfwidth")
+    @classmethod
+    def _target(cls, v: float | None) -> float | None:
+        if v is not None and not (math.isfinite(v) and 0.0 < v < 1.0):
+            raise ValueError(f"target half-width (--target-halfwidth) must be in (0, 1), a "
+                             f"fraction of success rate such as 0.05, got {v!r}")
+        return v
+
+    @field_validator("gap_threshold")
+    @classmethod
+    def _gap_threshold(cls, v: float | None) -> float | None:
+        if v is not None and not (math.isfinite(v) and -1.0 < v < 1.0):
+            raise ValueError(f"gap threshold (--gap-threshold) must be in (-1, 1), a gap in "
+                             f"success rate such as 0.1, got {v!r}")
         return v
 
     @field_validator("severities")
