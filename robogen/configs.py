@@ -14,6 +14,11 @@ Example ``eval.toml``::
     episodes = 50
     seed = 0
     backend = "ray"
+
+``episodes = "auto"`` (``--episodes auto``) makes the run sequential: each condition stops
+when its paired gap's anytime-valid interval reaches ``target_halfwidth`` (default 0.05),
+is decided against ``gap_threshold``, or at ``max_episodes`` (default 1000); see
+:mod:`robogen.rollout.sequential`.
 """
 
 from __future__ import annotations
