@@ -17,7 +17,14 @@ from robogen.errors import (
     SpaceMismatchError,
     UnknownNameError,
 )
-from robogen.types import AxisLevel, Condition, EpisodeResult, EvalManifest, WorkUnit
+from robogen.types import (
+    AxisLevel,
+    Condition,
+    EpisodeResult,
+    EvalManifest,
+    SequentialRule,
+    WorkUnit,
+)
 
 __version__ = "0.1.0"
 
@@ -32,6 +39,7 @@ __all__ = [
     "InvalidSpecError",
     "RobogenError",
     "RunDirError",
+    "SequentialRule",
     "SpaceMismatchError",
     "UnknownNameError",
     "WorkUnit",

@@ -92,6 +92,19 @@ def _floats(value: str | None, name: str) -> list[float] | None:
     return out
 
 
+def _episodes(value: str | None) -> int | str | None:
+    """``--episodes``: a positive integer or ``auto``."""
+    if value is None:
+        return None
+    v = value.strip()
+    if v == "auto":
+        return v
+    try:
+        return int(v)
+    except ValueError:
+        _fail(f"--episodes must be a positive integer or 'auto', got {value!r}")
+
+
 def _print_outcome(outcome: Any) -> None:
     """The run's summary table (hardest axis first), warnings, then the report paths."""
     from rich.console import Console
@@ -145,7 +158,21 @@ def eval_cmd(
     pairs: Annotated[str | None, typer.Option(
         help="Pairs of axes run together (gap and interaction): all | "
         "lighting+texture,camera+distractors,...")] = None,
-    episodes: Annotated[int | None, typer.Option(help="Episodes per condition.")] = None,
+    episodes: Annotated[str | None, typer.Option(
+        help="Episodes per condition, or 'auto': run each condition in batches and stop it "
+        "when its paired gap's anytime-valid interval (Waudby-Smith & Ramdas 2024 betting "
+        "confidence sequence) is within --target-halfwidth, decided against --gap-threshold, "
+        "or at --max-episodes.")] = None,
+    target_halfwidth: Annotated[float | None, typer.Option(
+        help="With --episodes auto: stop a condition once its gap interval's half-width is at "
+        "most this, in (0, 1) (default 0.05).")] = None,
+    max_episodes: Annotated[int | None, typer.Option(
+        help="With --episodes auto: cap on episodes per condition, >= --batch-size "
+        "(default 1000).")] = None,
+    gap_threshold: Annotated[float | None, typer.Option(
+        help="With --episodes auto: also stop a condition as soon as its gap interval lies "
+        "wholly above or below this gap, in (-1, 1) (e.g. 0.1: is this axis costing more "
+        "than 10 points?).")] = None,
     seed: Annotated[int | None, typer.Option(help="Run seed.")] = None,
     max_steps: Annotated[int | None, typer.Option(help="Step limit per episode.")] = None,
     batch_size: Annotated[
@@ -177,6 +204,8 @@ def eval_cmd(
             "--axes": axes, "--severities": severities, "--splits": splits,
             "--breaking-level": breaking_level,
             "--combined": combined, "--pairs": pairs, "--episodes": episodes, "--seed": seed,
+            "--target-halfwidth": target_halfwidth, "--max-episodes": max_episodes,
+            "--gap-threshold": gap_threshold,
             "--max-steps": max_steps, "--batch-size": batch_size, "--obs-mode": obs_mode,
             "--camera": camera, "--out": out, "--success-threshold": success_threshold,
             "--num-gpus-per-worker": num_gpus_per_worker,
@@ -223,7 +252,10 @@ def eval_cmd(
         splits=_csv(splits),
         combined=combined,
         pairs=None if pairs is None else ("all" if pairs.strip() == "all" else _csv(pairs)),
-        episodes=episodes,
+        episodes=_episodes(episodes),
+        target_halfwidth=target_halfwidth,
+        max_episodes=max_episodes,
+        gap_threshold=gap_threshold,
         seed=seed,
         max_steps=max_steps,
         batch_size=batch_size,
@@ -239,6 +271,10 @@ def eval_cmd(
         success_threshold=success_threshold,
     )
     if len(policies) > 1:
+        if cfg.is_sequential:
+            _fail("--episodes auto stops each policy's conditions at different episode counts, "
+                  "so several --policy runs would not share one protocol; evaluate one policy "
+                  "per run, or give --episodes N to compare policies")
         _eval_several(cfg, policies)
         return
     try:

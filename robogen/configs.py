@@ -14,6 +14,11 @@ Example ``eval.toml``::
     episodes = 50
     seed = 0
     backend = "ray"
+
+``episodes = "auto"`` (``--episodes auto``) makes the run sequential: each condition stops
+when its paired gap's anytime-valid interval reaches ``target_halfwidth`` (default 0.05),
+is decided against ``gap_threshold``, or at ``max_episodes`` (default 1000); see
+:mod:`robogen.rollout.sequential`.
 """
 
 from __future__ import annotations
@@ -30,10 +35,31 @@ from pydantic import (
     ValidationError,
     ValidationInfo,
     field_validator,
+    model_validator,
 )
 
 from robogen.errors import InvalidSpecError, UnknownNameError
-from robogen.types import SPLITS, ObsMode
+from robogen.types import SPLITS, ObsMode, SequentialRule
+
+AUTO = "auto"
+"""``episodes = "auto"``: sequential evaluation (``robogen eval --episodes auto``)."""
+DEFAULT_TARGET_HALFWIDTH = 0.05
+"""Default target half-width of a sequential run's gap intervals [success-rate fraction]."""
+DEFAULT_MAX_EPISODES = 1000
+"""Default cap on episodes per condition of a sequential run."""
+SEQUENTIAL_FLAGS_NEED_AUTO = (
+    "{fields} appl{y} only to a sequential run (episodes = 'auto', --episodes auto), got "
+    "episodes={episodes!r}; drop {them} or use --episodes auto"
+)
+MAX_BELOW_BATCH = (
+    "max_episodes ({max_episodes}, --max-episodes) is below the batch size ({batch_size}, "
+    "--batch-size): a sequential run takes whole batches; raise --max-episodes to at least "
+    "{batch_size} or lower --batch-size"
+)
+AUTO_WITH_SWEEP = (
+    "episodes = 'auto' cannot be combined with severities = 'sweep' (the sweep picks "
+    "severities from fixed-n episodes); give a list of severities or a number of episodes"
+)
 
 
 class EvalConfig(BaseModel):
@@ -71,7 +97,23 @@ class EvalConfig(BaseModel):
         [], description="Pairs of axes run together, each with its gap and interaction: "
         "'all' or 'lighting+texture', ... ."
     )
-    episodes: int = Field(50, description="Episodes per condition.", ge=1, le=100_000)
+    episodes: int | Literal["auto"] = Field(
+        50, description="Episodes per condition, or 'auto': run each condition in batches and "
+        "stop it when its paired gap's anytime-valid interval is narrow enough "
+        "(target_halfwidth), decided (gap_threshold) or at max_episodes."
+    )
+    target_halfwidth: float | None = Field(
+        None, description=f"With episodes = 'auto': stop a condition once its gap interval's "
+        f"half-width is at most this, in (0, 1); default {DEFAULT_TARGET_HALFWIDTH}.",
+    )
+    max_episodes: int | None = Field(
+        None, description=f"With episodes = 'auto': cap on episodes per condition, >= "
+        f"batch_size; default {DEFAULT_MAX_EPISODES}.", ge=1, le=100_000,
+    )
+    gap_threshold: float | None = Field(
+        None, description="With episodes = 'auto': also stop a condition as soon as its gap "
+        "interval lies wholly above or below this gap, in (-1, 1).",
+    )
     seed: int = Field(0, description="Run seed; every episode seed derives from it.", ge=0)
     max_steps: int | None = Field(
         None, description="Step limit per episode; default: the env's.", ge=1
@@ -107,6 +149,30 @@ class EvalConfig(BaseModel):
     def _threshold(cls, v: float | None) -> float | None:
         if v is not None and not math.isfinite(v):
             raise ValueError(f"success threshold must be a finite return, got {v!r}")
+        return v
+
+    @field_validator("episodes", mode="before")
+    @classmethod
+    def _episodes(cls, v: Any) -> Any:
+        ok = v == AUTO or (isinstance(v, int) and not isinstance(v, bool) and 1 <= v <= 100_000)
+        if not ok:
+            raise ValueError(f"episodes must be an integer in [1, 100000] or 'auto', got {v!r}")
+        return v
+
+    @field_validator("target_halfwidth")
+    @classmethod
+    def _target(cls, v: float | None) -> float | None:
+        if v is not None and not (math.isfinite(v) and 0.0 < v < 1.0):
+            raise ValueError(f"target half-width (--target-halfwidth) must be in (0, 1), a "
+                             f"fraction of success rate such as 0.05, got {v!r}")
+        return v
+
+    @field_validator("gap_threshold")
+    @classmethod
+    def _gap_threshold(cls, v: float | None) -> float | None:
+        if v is not None and not (math.isfinite(v) and -1.0 < v < 1.0):
+            raise ValueError(f"gap threshold (--gap-threshold) must be in (-1, 1), a gap in "
+                             f"success rate such as 0.1, got {v!r}")
         return v
 
     @field_validator("severities")
@@ -176,6 +242,48 @@ class EvalConfig(BaseModel):
 
         parse_pairs(v, info.data["axes"] or list(AXES.names()))
         return v
+
+    @model_validator(mode="after")
+    def _sequential(self) -> EvalConfig:
+        given = [f for f in ("target_halfwidth", "max_episodes", "gap_threshold")
+                 if getattr(self, f) is not None]
+        if self.episodes != AUTO:
+            if given:
+                raise ValueError(SEQUENTIAL_FLAGS_NEED_AUTO.format(
+                    fields=", ".join(f"{f} (--{f.replace('_', '-')})" for f in given),
+                    y="ies" if len(given) == 1 else "y", episodes=self.episodes,
+                    them="it" if len(given) == 1 else "them"))
+            return self
+        if self.is_sweep:
+            raise ValueError(AUTO_WITH_SWEEP)
+        cap = self.max_episodes or DEFAULT_MAX_EPISODES
+        if cap < self.batch_size:
+            raise ValueError(MAX_BELOW_BATCH.format(max_episodes=cap,
+                                                    batch_size=self.batch_size))
+        return self
+
+    @property
+    def is_sequential(self) -> bool:
+        """Whether episodes are chosen by the stop rule (``episodes = "auto"``)."""
+        return self.episodes == AUTO
+
+    @property
+    def planned_episodes(self) -> int:
+        """Episode indices per condition the plan holds: ``episodes``, or the cap when auto."""
+        if isinstance(self.episodes, int):
+            return self.episodes
+        return self.max_episodes or DEFAULT_MAX_EPISODES
+
+    def sequential_rule(self) -> SequentialRule | None:
+        """The :class:`~robogen.types.SequentialRule` of an auto run (None for a fixed n)."""
+        if not self.is_sequential:
+            return None
+        return SequentialRule(
+            target_halfwidth=float(self.target_halfwidth or DEFAULT_TARGET_HALFWIDTH),
+            max_episodes=self.planned_episodes,
+            batch_size=min(self.batch_size, self.planned_episodes),
+            gap_threshold=self.gap_threshold,
+        )
 
     def resolved_pairs(self) -> list[tuple[str, str]]:
         """Pairs of axes to run together (see :func:`parse_pairs`)."""

@@ -298,6 +298,52 @@ class PolicyLoadInfo:
         )
 
 
+SEQUENTIAL_METHOD = "betting-hedged-capital"
+"""Interval method of a sequential (``--episodes auto``) run's gaps (the confidence sequence
+of :mod:`robogen.reports.anytime`)."""
+
+
+@dataclass(frozen=True, slots=True)
+class SequentialRule:
+    """The stop rule of a sequential run (``robogen eval --episodes auto``), in its manifest.
+
+    Every perturbed condition runs in batches of ``batch_size`` episode indices and stops
+    when the anytime-valid interval of its paired gap (:data:`SEQUENTIAL_METHOD`) is narrow
+    enough, decided against ``gap_threshold``, or at ``max_episodes``; nominal runs as many
+    indices as the perturbed conditions need (see :mod:`robogen.rollout.sequential`).
+
+    Attributes:
+        target_halfwidth: Stop once the gap interval's half-width is at most this, in
+            (0, 1) [success-rate fraction].
+        max_episodes: Cap on episode indices per condition (also ``n_episodes`` of the
+            manifest, which fixes the work units).
+        batch_size: Episodes per batch; the manifest's ``batch_size``.
+        gap_threshold: Stop as soon as the interval lies wholly above or below this gap,
+            in (-1, 1); None: never.
+        confidence: Level of the confidence sequence.
+        method: :data:`SEQUENTIAL_METHOD`.
+    """
+
+    target_halfwidth: float
+    max_episodes: int
+    batch_size: int
+    gap_threshold: float | None = None
+    confidence: float = 0.95
+    method: str = SEQUENTIAL_METHOD
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> SequentialRule:
+        thr = d.get("gap_threshold")
+        return cls(
+            target_halfwidth=float(d["target_halfwidth"]),
+            max_episodes=int(d["max_episodes"]),
+            batch_size=int(d["batch_size"]),
+            gap_threshold=None if thr is None else float(thr),
+            confidence=float(d.get("confidence", 0.95)),
+            method=str(d.get("method", SEQUENTIAL_METHOD)),
+        )
+
+
 @dataclass(frozen=True, slots=True)
 class EvalManifest:
     """Everything that determines an evaluation's episodes; stored as manifest.json.
@@ -338,6 +384,8 @@ class EvalManifest:
         reward_source: What an episode's return sums (:data:`REWARD_SOURCE_ENV`).
             Not hashed.
         policy_load: How the checkpoint was loaded (:class:`PolicyLoadInfo`). Not hashed.
+        sequential: The stop rule of an ``--episodes auto`` run (:class:`SequentialRule`;
+            ``n_episodes`` is then its cap); None for a fixed number of episodes.
     """
 
     schema_version: int
@@ -365,6 +413,7 @@ class EvalManifest:
     deterministic_actions: bool = True
     reward_source: str = REWARD_SOURCE_ENV
     policy_load: PolicyLoadInfo = field(default_factory=PolicyLoadInfo)
+    sequential: SequentialRule | None = None
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> EvalManifest:
@@ -394,4 +443,6 @@ class EvalManifest:
             deterministic_actions=bool(d.get("deterministic_actions", True)),
             reward_source=str(d.get("reward_source", REWARD_SOURCE_ENV)),
             policy_load=PolicyLoadInfo.from_dict(d.get("policy_load") or {}),
+            sequential=(SequentialRule.from_dict(d["sequential"]) if d.get("sequential")
+                        else None),
         )

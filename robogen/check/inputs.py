@@ -32,8 +32,8 @@ from robogen.types import (
 
 __all__ = [  # PROTOCOL_FIELDS and protocol_differences live in robogen.rollout.manifest
     "NO_EPISODES", "NOT_FOUND", "PROTOCOL_FIELDS", "PROTOCOL_MISMATCH", "ConditionOutcomes",
-    "RunData", "check_protocols", "is_saved", "load_saved", "protocol_differences",
-    "require_policy_uri", "run_data_from_arrays",
+    "RunData", "check_protocols", "is_saved", "load_saved",
+    "protocol_differences", "refuse_sequential", "require_policy_uri", "run_data_from_arrays",
 ]
 
 PROTOCOL_MISMATCH = (
@@ -252,6 +252,7 @@ def load_saved(
         run_dir = path
     if (run_dir / MANIFEST).is_file():
         store = ResultStore.open(run_dir)
+        refuse_sequential(store.manifest, role, source)
         results = store.load_results()
         if results:
             from robogen.rollout.runner import plan_units
@@ -276,6 +277,7 @@ def load_saved(
             )
         report = load_report(run_dir)
     m = report.manifest
+    refuse_sequential(m, role, source)
     counts = {c.condition: (int(c.successes), int(c.n)) for c in report.conditions}
     not_applied = frozenset(
         c.condition for c in report.conditions if c.axes and c.n > 0 and c.n_applied == 0
@@ -283,6 +285,24 @@ def load_saved(
     info = RunInfo(str(source), "report", m.policy, None, m.seed, m.n_episodes)
     invalid = {c.condition: int(c.n_invalid) for c in report.conditions}
     return RunData(m, info, counts, None, not_applied, invalid)
+
+
+SEQUENTIAL_RUN = (
+    "{role} {source!r} was evaluated with --episodes auto: its conditions stopped at "
+    "data-dependent episode counts, so it is not a fixed protocol that check's tests (fixed-n "
+    "or --sequential looks) can pair with or re-run; nothing was evaluated. Evaluate the "
+    "{role} with --episodes N (e.g. the largest count it used) and check against that run"
+)
+
+
+def refuse_sequential(manifest: EvalManifest, role: str, source: str | Path) -> None:
+    """Refuse an ``--episodes auto`` run as a side of ``robogen check``.
+
+    Raises:
+        InvalidSpecError: If ``manifest`` has a sequential rule (:data:`SEQUENTIAL_RUN`).
+    """
+    if manifest.sequential is not None:
+        raise InvalidSpecError(SEQUENTIAL_RUN.format(role=role, source=str(source)))
 
 
 def _policy_uri_help() -> str:

@@ -30,6 +30,7 @@ from robogen.reports.records import (
     Report,
     SeverityCurve,
 )
+from robogen.reports.sequential import SequentialSummary, sequential_planner
 from robogen.reports.stats import (
     Interaction,
     PairedGap,
@@ -56,6 +57,7 @@ __all__ = [
     "InteractionStats",
     "PairedGap",
     "Report",
+    "SequentialSummary",
     "SeverityCurve",
     "bootstrap_mean_interval",
     "build_report",
@@ -65,6 +67,7 @@ __all__ = [
     "paired_gap",
     "render_html",
     "render_markdown",
+    "sequential_planner",
     "wilson_interval",
     "write_report",
 ]

@@ -123,12 +123,22 @@ def build_report(
                         kinds, confidence, n_boot, seed)
         (singles if len(c.levels) == 1 else multis).append(gap)
 
+    seq = None
+    if manifest.sequential is not None:
+        from robogen.reports.sequential_build import apply_sequential
+
+        conditions, singles, multis, seq = apply_sequential(manifest, by_cond, conditions,
+                                                            singles, multis)
     order = _difficulty_order(singles, manifest.axes)
     rank = {a: i for i, a in enumerate(order)}
     for a in (*manifest.axes, *(g.axis for g in singles)):  # axes without a gap go last
         rank.setdefault(a, len(rank))
     singles.sort(key=lambda g: (rank[g.axis], g.severity, g.split, g.condition))
     interactions = _interactions(manifest, by_cond, nom_success, confidence, n_boot, seed)
+    if seq is not None:
+        from robogen.reports.sequential_build import label_fixed_n
+
+        interactions = label_fixed_n(interactions)
     curves = _severity_curves(manifest, conditions, singles, multis)
     return Report(
         schema_version=REPORT_SCHEMA_VERSION,
@@ -147,6 +157,7 @@ def build_report(
         errors=_errors(results),
         breaking_points=_breaking_points(manifest, by_cond, nom_success, confidence, seed),
         faults=tuple(faults),
+        sequential=seq,
     )
 
 

@@ -88,11 +88,19 @@ class LoadedRun:
     report: Report
 
 
+SEQUENTIAL_RUN = (
+    "{path!r} was evaluated with --episodes auto: its conditions stopped at data-dependent "
+    "episode counts, so it cannot be compared under one fixed protocol; evaluate each policy "
+    "with the same --episodes N to compare them"
+)
+
+
 def load_run(path: str | Path) -> LoadedRun:
     """Read a finished run directory and build its report.
 
     Raises:
         RunDirError: If ``path`` is not a run directory, has no episodes, or is unfinished.
+        InvalidSpecError: If it is an ``--episodes auto`` run (:data:`SEQUENTIAL_RUN`).
     """
     from robogen.perturbations import AXES
     from robogen.reports.build import build_report
@@ -101,6 +109,8 @@ def load_run(path: str | Path) -> LoadedRun:
 
     store = ResultStore.open(Path(path))
     m = store.manifest
+    if m.sequential is not None:
+        raise InvalidSpecError(SEQUENTIAL_RUN.format(path=str(path)))
     total = len(plan_units(m))
     missing = total - len(store.done_units() & {u.unit_id for u in plan_units(m)})
     if missing:

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from robogen.errors import RunDirError
+from robogen.reports.sequential import SequentialSummary
 from robogen.reports.sweep import BreakingPoint
 from robogen.rollout.faults import FaultRecord
 from robogen.types import EvalManifest
@@ -241,6 +242,10 @@ class Report:
             ``sim_unstable``) as ``(cause, message, count)``, most frequent first
             (at most 10).
         faults: Worker losses and unit retries of the run (``faults.jsonl``), oldest first.
+        sequential: Of an ``--episodes auto`` run: the stop rule, the interval method and
+            each condition's episodes used and stop reason
+            (:class:`robogen.reports.sequential.SequentialSummary`); its gap and success
+            intervals are then the anytime-valid ones. None for a fixed-n run.
     """
 
     schema_version: int
@@ -259,6 +264,7 @@ class Report:
     errors: tuple[tuple[str, str, int], ...] = ()
     breaking_points: tuple[BreakingPoint, ...] = ()
     faults: tuple[FaultRecord, ...] = ()
+    sequential: SequentialSummary | None = None
 
     def condition(self, name: str) -> ConditionStats:
         """Stats of the condition called ``name`` (KeyError if absent)."""
@@ -306,6 +312,8 @@ class Report:
             errors=tuple((str(c), str(m), int(k)) for c, m, k in d.get("errors", ())),
             breaking_points=tuple(_breaking_point(x) for x in d.get("breaking_points", ())),
             faults=tuple(FaultRecord.from_dict(x) for x in d.get("faults", ())),
+            sequential=(SequentialSummary.from_dict(d["sequential"]) if d.get("sequential")
+                        else None),
         )
 
 

@@ -95,6 +95,9 @@ def summary_notes(report: Report) -> list[str]:
     if any(g.status == STATUS_NOT_OBSERVED for g in (*report.gaps, *report.combined_gaps)):
         out.append(f"not observed: a visual axis the policy ({report.policy_obs_mode}) cannot "
                    "see; a gap means it also changed the state or dynamics")
+    from robogen.reports.sequential_writers import terminal_lines
+
+    out += terminal_lines(report)
     for bp in report.breaking_points:
         out.append(f"breaking point of {bp.axis} (success at {bp.level:g} x nominal): "
                    f"{breaking_text(bp)}")

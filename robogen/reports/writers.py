@@ -32,6 +32,7 @@ from robogen.reports.records import (
     InteractionStats,
     Report,
 )
+from robogen.reports.sequential_writers import header_fact, html_section, md_section
 from robogen.reports.sweep import BreakingPoint
 from robogen.reports.video import VideoInfo
 from robogen.types import to_dict
@@ -165,6 +166,7 @@ def render_markdown(report: Report, *, videos: Mapping[str, str] | None = None,
         ]
         out += [_md_gap_row(g) for g in gaps]
         out.append("")
+    out += md_section(report)
     if report.interactions:
         out += [
             f"| combination | combined gap | sum of singles | interaction [{ci}] | n |",
@@ -216,8 +218,11 @@ def render_markdown(report: Report, *, videos: Mapping[str, str] | None = None,
         "",
         "<sub>gap = nominal − perturbed success on the same episodes (paired); "
         "n10 = pairs where only nominal succeeded, n01 = only perturbed; "
-        "95% intervals: percentile bootstrap over episodes, Agresti-Min when fewer "
-        "than 10 pairs are discordant.</sub>",
+        + ("intervals: anytime-valid confidence sequences (see Sequential evaluation)."
+           if report.sequential is not None else
+           "95% intervals: percentile bootstrap over episodes, Agresti-Min when fewer "
+           "than 10 pairs are discordant.")
+        + "</sub>",
         "",
     ]
     return "\n".join(out)
@@ -240,7 +245,7 @@ def _header_line(report: Report, *, html_out: bool = False) -> str:
 
     m = report.manifest
     parts = [
-        f"n = {m.n_episodes} episodes/condition",
+        header_fact(report) or f"n = {m.n_episodes} episodes/condition",
         f"seed {m.seed}",
         f"max {m.max_steps} steps",
         f"policy observes {code(report.policy_obs_mode)}",
@@ -386,6 +391,7 @@ def render_html(
             "the success curve is made non-increasing (isotonic regression) and the crossing "
             "interpolated; interval: percentile bootstrap over episodes.</p>"
         )
+    parts += html_section(report)
     parts.append("<h2>Conditions</h2>")
     rows = [
         [

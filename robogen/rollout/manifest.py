@@ -60,16 +60,18 @@ POLICY_FIELDS: tuple[str, ...] = ("policy", "vecnormalize", "policy_obs_mode")
 """What acted: the policy URI, its VecNormalize statistics and what it observes."""
 
 SCHEDULE_FIELDS: tuple[str, ...] = ("schema_version", "batch_size", "success_rule",
-                                    "breaking_levels")
-"""How the episodes were cut into units and chosen (sweeps), under which schema and rule."""
+                                    "breaking_levels", "sequential")
+"""How the episodes were cut into units and chosen (sweeps, ``--episodes auto``), under which
+schema and rule."""
 
 HASHED_FIELDS: tuple[str, ...] = (*PROTOCOL_FIELDS, *PAIRING_FIELDS, *POLICY_FIELDS,
                                   *SCHEDULE_FIELDS)
 """Fields :func:`spec_hash` hashes: everything that determines a run's episodes."""
 
-HASH_OMITTED_AT_DEFAULT: tuple[str, ...] = ("breaking_levels",)
+HASH_OMITTED_AT_DEFAULT: tuple[str, ...] = ("breaking_levels", "sequential")
 """Hashed fields left out of the hash at their default value (empty): fields added after
-runs were stored, so those runs (fixed grids before severity sweeps existed) keep their hash."""
+runs were stored, so those runs (fixed grids before severity sweeps existed, fixed-n runs
+before ``--episodes auto``) keep their hash."""
 
 RECORD_ONLY_FIELDS: tuple[str, ...] = (
     "versions", "spec_hash", "deterministic_actions", "reward_source", "policy_load",
@@ -252,10 +254,10 @@ def build_manifest(cfg: EvalConfig, env: Any, policy: Any) -> EvalManifest:
         severities=tuple(sevs),
         splits=tuple(cfg.splits),
         combined=cfg.combined and len(axes) >= 2,
-        n_episodes=cfg.episodes,
+        n_episodes=cfg.planned_episodes,
         seed=cfg.seed,
         max_steps=max_steps,
-        batch_size=min(cfg.batch_size, cfg.episodes),
+        batch_size=min(cfg.batch_size, cfg.planned_episodes),
         success_threshold=cfg.success_threshold,
         conditions=build_conditions(axes, sevs, cfg.splits, cfg.combined, cfg.resolved_pairs()),
         render=render,
@@ -265,6 +267,7 @@ def build_manifest(cfg: EvalConfig, env: Any, policy: Any) -> EvalManifest:
         success_rule=scene.success_rule,
         breaking_levels=tuple(sorted({HALF, cfg.breaking_level})) if cfg.is_sweep else (),
         policy_load=policy_load_info(policy),
+        sequential=cfg.sequential_rule(),
     ))
 
 
@@ -404,6 +407,11 @@ def config_fields(manifest: EvalManifest) -> dict[str, Any]:
     """
     from robogen.rollout.plan import pairs_of
 
+    seq = manifest.sequential
+    sequential: dict[str, Any] = {} if seq is None else {
+        "episodes": "auto", "target_halfwidth": seq.target_halfwidth,
+        "max_episodes": seq.max_episodes, "gap_threshold": seq.gap_threshold,
+    }
     return {
         "env": manifest.env_id,
         "axes": list(manifest.axes),
@@ -421,6 +429,7 @@ def config_fields(manifest: EvalManifest) -> dict[str, Any]:
         "success_threshold": manifest.success_threshold,
         "env_kwargs": dict(manifest.env_kwargs),
         "pairs": pairs_of(manifest.conditions),
+        **sequential,
     }
 
 

@@ -276,9 +276,33 @@ def evaluate(
     except BaseException:
         backend.close()
         raise
-    run_session(store, backend_options(cfg), progress, backend=backend)
-    _sweep(store, backend_options(cfg), progress)
+    if manifest.sequential is not None:
+        run_auto(store, backend_options(cfg), progress, backend=backend)
+    else:
+        run_session(store, backend_options(cfg), progress, backend=backend)
+        _sweep(store, backend_options(cfg), progress)
     return finish_report(store, videos=cfg.videos)
+
+
+def run_auto(store: ResultStore, options: BackendOptions, progress: ProgressFn | None = None,
+             backend: Backend | None = None, rerun: frozenset[int] = frozenset()) -> None:
+    """Run a sequential (``--episodes auto``) run's rounds until every condition stopped.
+
+    See :mod:`robogen.rollout.sequential`; the stop decisions come from
+    :func:`robogen.reports.sequential_planner` (stored outcomes only, so a resumed run
+    stops where an uninterrupted one does).
+
+    Raises:
+        WorkerSetupError: If the workers cannot start.
+    """
+    from robogen.reports import sequential_planner
+    from robogen.rollout.sequential import run_sequential
+
+    m = store.manifest
+    if backend is None:
+        per_cond = -(-m.n_episodes // m.batch_size)
+        backend = make_backend(m, options, max_workers=max(per_cond * len(m.conditions), 1))
+    run_sequential(store, backend, sequential_planner(m), progress=progress, rerun=rerun)
 
 
 def resume(
@@ -331,8 +355,11 @@ def resume(
                              address=address, num_gpus_per_worker=num_gpus,
                              unit_timeout_s=unit_timeout)
     rerun = store.units_with_causes(RETRIED_ON_RESUME) if retry_invalid else frozenset()
-    run_session(store, options, progress, rerun=rerun)
-    _sweep(store, options, progress)
+    if store.manifest.sequential is not None:
+        run_auto(store, options, progress, rerun=rerun)
+    else:
+        run_session(store, options, progress, rerun=rerun)
+        _sweep(store, options, progress)
     return finish_report(store, videos=2 if n_videos is None else n_videos)
 
 

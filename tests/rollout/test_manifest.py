@@ -11,7 +11,14 @@ import pytest
 from robogen.configs import load_eval_config
 from robogen.rollout import manifest as mf
 from robogen.rollout.runner import prepare
-from robogen.types import AxisLevel, Condition, EvalManifest, PolicyLoadInfo, RenderSettings
+from robogen.types import (
+    AxisLevel,
+    Condition,
+    EvalManifest,
+    PolicyLoadInfo,
+    RenderSettings,
+    SequentialRule,
+)
 
 pytestmark = pytest.mark.filterwarnings("ignore:.*settotalmass.*")
 
@@ -89,6 +96,7 @@ def _changed(m: EvalManifest, name: str) -> EvalManifest:
         "breaking_levels": (0.5,), "versions": {"mujoco": "0"}, "spec_hash": "0" * 64,
         "deterministic_actions": False, "reward_source": "other",
         "policy_load": PolicyLoadInfo(("lr_schedule",)),
+        "sequential": SequentialRule(0.1, m.n_episodes, m.batch_size),
     }
     assert set(other) == {f.name for f in dataclasses.fields(EvalManifest)}
     return dataclasses.replace(m, **{name: other[name]})
@@ -161,7 +169,7 @@ def test_a_run_stored_before_the_newer_fields_resumes(tmp_path):
     full = _episodes(out)
     d = json.loads((out / MANIFEST).read_text())
     newer = set(d) - set(json.loads(FIXTURE.read_text()))
-    assert newer == {"deterministic_actions", "reward_source", "policy_load"}
+    assert newer == {"deterministic_actions", "reward_source", "policy_load", "sequential"}
     old = {k: v for k, v in d.items() if k not in newer}
     del old["breaking_levels"]
     (out / MANIFEST).write_text(json.dumps(old))
