@@ -21,12 +21,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 from numpy.typing import NDArray
 
 from robogen.reports.stats import DEFAULT_N_BOOT
+from robogen.serialization import null_as
 
 SWEEP_GRID: tuple[float, ...] = (0.25, 0.5, 0.75, 1.0)
 """Coarse severities every sweep runs first."""
@@ -45,7 +46,8 @@ class BreakingPoint:
         level: Fraction of nominal success, in (0, 1).
         severity: Interpolated crossing, in (0, 1]; NaN when not reached at severity 1.
         ci_low: Lower percentile-bootstrap bound; NaN when not reached.
-        ci_high: Upper bound; +inf when some resamples do not reach the level by severity 1.
+        ci_high: Upper bound; +inf when some resamples do not reach the level by severity 1
+            (strict JSON writes it ``null``, which reads back as +inf).
         target_rate: ``level * nominal success rate``.
         severities: Severities the estimate used, increasing, starting at 0.
     """
@@ -54,7 +56,7 @@ class BreakingPoint:
     level: float
     severity: float
     ci_low: float
-    ci_high: float
+    ci_high: float = field(metadata=null_as(math.inf))
     target_rate: float
     severities: tuple[float, ...]
 
