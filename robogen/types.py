@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any, Literal, TypeVar, get_args
+from typing import Any, Literal, TypeVar, cast, get_args
 
+from robogen.errors import InvalidSpecError
 from robogen.serialization import Record, encode
 
 Split = Literal["all", "train", "test"]
@@ -21,6 +22,21 @@ Split = Literal["all", "train", "test"]
 
 SPLITS: tuple[str, ...] = get_args(Split)
 """The splits, in :data:`Split` order."""
+
+SPLIT_UNKNOWN = "split must be one of {choices}, got {value!r}"
+
+
+def split_of(value: str) -> Split:
+    """``value`` as a :data:`Split` (for strings that come from configs and CLI flags).
+
+    Raises:
+        InvalidSpecError: If ``value`` is not one of :data:`SPLITS` (message
+            :data:`SPLIT_UNKNOWN`).
+    """
+    if value not in SPLITS:
+        raise InvalidSpecError(SPLIT_UNKNOWN.format(choices=", ".join(SPLITS), value=value))
+    return cast(Split, value)
+
 
 ConditionSplit = Literal["all", "train", "test", "mixed"]
 """Value set of a condition: its levels' common :data:`Split`, or ``mixed`` when they differ."""
@@ -123,7 +139,7 @@ class Condition(Record):
     @property
     def split(self) -> ConditionSplit:
         """The levels' common split, ``all`` for nominal, ``mixed`` when they differ."""
-        splits = {lv.split for lv in self.levels}
+        splits: set[Split] = {lv.split for lv in self.levels}
         return splits.pop() if len(splits) == 1 else ("all" if not splits else "mixed")
 
 
