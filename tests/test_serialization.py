@@ -257,3 +257,14 @@ def test_parquet_schema_of_a_record() -> None:
     assert str(schema.field("cause").type) == "string"  # a Literal of strings
     with pytest.raises(TypeError, match="_Outer.inner: no Parquet column type"):
         arrow_schema(_Outer)
+
+
+def test_split_of_narrows_config_strings_and_names_the_splits() -> None:
+    from robogen.errors import InvalidSpecError
+    from robogen.rollout.plan import build_conditions
+    from robogen.types import SPLIT_UNKNOWN, split_of
+
+    assert split_of("test") == "test"
+    with pytest.raises(InvalidSpecError) as e:
+        build_conditions(["lighting"], [1.0], ["tset"])
+    assert str(e.value) == SPLIT_UNKNOWN.format(choices="all, train, test", value="tset")
