@@ -2,22 +2,44 @@
 
 Every arrow in the data flow (DESIGN.md) is one of these records; each
 serializes to JSON-compatible dicts with :func:`to_dict` and back with the
-class's ``from_dict``. Nothing crosses a module boundary as a loose dict.
+class's ``from_dict`` (:class:`~robogen.serialization.Record`), both driven by the field annotations
+(:mod:`robogen.serialization`): a field added with a default needs no serializer edit,
+and old files without it keep loading. Nothing crosses a module boundary as a loose dict.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import json
 import math
 from dataclasses import dataclass, field
-from typing import Any, Literal, TypeVar, get_args
+from typing import Any, Literal, TypeVar, cast, get_args
+
+from robogen.errors import InvalidSpecError
+from robogen.serialization import Record, encode
 
 Split = Literal["all", "train", "test"]
 """Which value set of an axis a level draws from: every value, the Factor-World
 ``train`` set, or the disjoint held-out ``test`` set."""
 
-SPLITS: tuple[str, ...] = ("all", "train", "test")
+SPLITS: tuple[str, ...] = get_args(Split)
+"""The splits, in :data:`Split` order."""
+
+SPLIT_UNKNOWN = "split must be one of {choices}, got {value!r}"
+
+
+def split_of(value: str) -> Split:
+    """``value`` as a :data:`Split` (for strings that come from configs and CLI flags).
+
+    Raises:
+        InvalidSpecError: If ``value`` is not one of :data:`SPLITS` (message
+            :data:`SPLIT_UNKNOWN`).
+    """
+    if value not in SPLITS:
+        raise InvalidSpecError(SPLIT_UNKNOWN.format(choices=", ".join(SPLITS), value=value))
+    return cast(Split, value)
+
+
+ConditionSplit = Literal["all", "train", "test", "mixed"]
+"""Value set of a condition: its levels' common :data:`Split`, or ``mixed`` when they differ."""
 
 ObsMode = Literal["state", "pixels", "state+pixels"]
 """What an env returns and a policy consumes: ``state`` (a ``(obs_dim,) float32`` vector),
@@ -39,8 +61,8 @@ bad-acceleration warning); ``worker_died``: the rollout worker process died
 infrastructure component failed (a policy server that timed out, dropped the
 connection or answered an error)."""
 
-CAUSES: tuple[str, ...] = ("timeout", "terminated", "policy_error", "sim_unstable",
-                           "worker_died", "infra_timeout", "infra_error")
+CAUSES: tuple[str, ...] = get_args(Cause)
+"""The failure causes, in :data:`Cause` order."""
 
 POLICY_CAUSES: tuple[str, ...] = ("timeout", "terminated", "policy_error")
 """Failure causes that are outcomes of the policy (counted in success rates)."""
@@ -55,12 +77,18 @@ R = TypeVar("R")
 
 
 def to_dict(record: Any) -> dict[str, Any]:
-    """JSON-compatible dict of a record (tuples become lists)."""
-    return json.loads(json.dumps(dataclasses.asdict(record)))
+    """JSON-compatible dict of a record (tuples become lists; non-finite floats are kept).
+
+    The inverse is the record class's ``from_dict``; see :func:`robogen.serialization.encode`.
+
+    Raises:
+        TypeError: For a field value JSON cannot hold.
+    """
+    return encode(record)
 
 
 @dataclass(frozen=True, slots=True)
-class AxisLevel:
+class AxisLevel(Record):
     """One axis at one level inside a condition.
 
     Attributes:
@@ -71,7 +99,7 @@ class AxisLevel:
 
     axis: str
     severity: float
-    split: str = "all"
+    split: Split = "all"
 
     @property
     def label(self) -> str:
@@ -82,15 +110,9 @@ class AxisLevel:
             return f"{self.axis}@{self.split}"
         return f"{self.axis}@{self.split}:{self.severity:g}"
 
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> AxisLevel:
-        return cls(
-            axis=str(d["axis"]), severity=float(d["severity"]), split=str(d.get("split", "all"))
-        )
-
 
 @dataclass(frozen=True, slots=True)
-class Condition:
+class Condition(Record):
     """A set of axes at given levels applied together; no levels is the nominal scene.
 
     Attributes:
@@ -115,17 +137,14 @@ class Condition:
         return max((lv.severity for lv in self.levels), default=0.0)
 
     @property
-    def split(self) -> str:
-        splits = {lv.split for lv in self.levels}
+    def split(self) -> ConditionSplit:
+        """The levels' common split, ``all`` for nominal, ``mixed`` when they differ."""
+        splits: set[Split] = {lv.split for lv in self.levels}
         return splits.pop() if len(splits) == 1 else ("all" if not splits else "mixed")
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> Condition:
-        return cls(name=str(d["name"]), levels=tuple(AxisLevel.from_dict(x) for x in d["levels"]))
 
 
 @dataclass(frozen=True, slots=True)
-class WorkUnit:
+class WorkUnit(Record):
     """A batch of episodes of one condition, run together by one worker.
 
     A unit is the scheduling and storage granularity: it is run as one lockstep
@@ -143,17 +162,9 @@ class WorkUnit:
     condition: Condition
     episode_indices: tuple[int, ...]
 
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> WorkUnit:
-        return cls(
-            unit_id=int(d["unit_id"]),
-            condition=Condition.from_dict(d["condition"]),
-            episode_indices=tuple(int(i) for i in d["episode_indices"]),
-        )
-
 
 @dataclass(frozen=True, slots=True)
-class EpisodeResult:
+class EpisodeResult(Record):
     """Outcome of one episode.
 
     Attributes:
@@ -190,13 +201,13 @@ class EpisodeResult:
     condition: str
     axes: tuple[str, ...]
     severity: float
-    split: str
+    split: ConditionSplit
     episode_index: int
     seed: int
     episode_return: float
     length_steps: int
     success: bool
-    cause: str | None
+    cause: Cause | None
     error: str | None
     perturbations_json: str
     changed_axes: tuple[str, ...]
@@ -214,30 +225,9 @@ class EpisodeResult:
             # keep the table numeric; a non-finite return is itself an instability
             raise ValueError(f"episode_return must be finite, got {self.episode_return!r}")
 
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> EpisodeResult:
-        kw = {f.name: d.get(f.name) for f in dataclasses.fields(cls)}
-        kw["axes"] = tuple(kw["axes"] or ())
-        kw["changed_axes"] = tuple(kw["changed_axes"] or ())
-        kw["success"] = bool(kw["success"])
-        kw["episode_index"] = int(kw["episode_index"])
-        kw["seed"] = int(kw["seed"])
-        kw["length_steps"] = int(kw["length_steps"])
-        kw["unit_id"] = int(kw["unit_id"])
-        kw["severity"] = float(kw["severity"])
-        kw["episode_return"] = float(kw["episode_return"])
-        kw["wall_time_s"] = float(kw["wall_time_s"])
-        latency = kw["policy_latency_ms"]  # absent from parts written before it existed
-        kw["policy_latency_ms"] = (None if latency is None or not math.isfinite(float(latency))
-                                   else float(latency))
-        for k in ("cause", "error", "video_path"):
-            v = kw[k]
-            kw[k] = None if v is None or (isinstance(v, float) and math.isnan(v)) else str(v)
-        return cls(**kw)
-
 
 @dataclass(frozen=True, slots=True)
-class RenderSettings:
+class RenderSettings(Record):
     """Offscreen render settings of pixel observations, recorded in the manifest.
 
     Rendering is the throughput ceiling on CPU machines and these settings
@@ -260,10 +250,6 @@ class RenderSettings:
     offsamples: int = 0
     mujoco_gl: str = ""
 
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> RenderSettings:
-        return cls(**d)
-
 
 REWARD_SOURCE_ENV = "raw env reward"
 """``EvalManifest.reward_source`` of every robogen run: an episode's return is the sum of
@@ -271,7 +257,7 @@ the env's own ``step`` rewards, unscaled (SB3 ``VecNormalize`` statistics normal
 policy's observations only, never the recorded reward)."""
 
 @dataclass(frozen=True, slots=True)
-class PolicyLoadInfo:
+class PolicyLoadInfo(Record):
     """How a policy checkpoint was loaded; recorded in the manifest (not hashed).
 
     Attributes:
@@ -289,14 +275,6 @@ class PolicyLoadInfo:
     saved_versions: dict[str, str] = field(default_factory=dict)
     current_versions: dict[str, str] = field(default_factory=dict)
 
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> PolicyLoadInfo:
-        return cls(
-            replaced=tuple(str(x) for x in d.get("replaced", ())),
-            saved_versions={str(k): str(v) for k, v in d.get("saved_versions", {}).items()},
-            current_versions={str(k): str(v) for k, v in d.get("current_versions", {}).items()},
-        )
-
 
 SEQUENTIAL_METHOD = "betting-hedged-capital"
 """Interval method of a sequential (``--episodes auto``) run's gaps (the confidence sequence
@@ -304,7 +282,7 @@ of :mod:`robogen.reports.anytime`)."""
 
 
 @dataclass(frozen=True, slots=True)
-class SequentialRule:
+class SequentialRule(Record):
     """The stop rule of a sequential run (``robogen eval --episodes auto``), in its manifest.
 
     Every perturbed condition runs in batches of ``batch_size`` episode indices and stops
@@ -331,21 +309,9 @@ class SequentialRule:
     confidence: float = 0.95
     method: str = SEQUENTIAL_METHOD
 
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> SequentialRule:
-        thr = d.get("gap_threshold")
-        return cls(
-            target_halfwidth=float(d["target_halfwidth"]),
-            max_episodes=int(d["max_episodes"]),
-            batch_size=int(d["batch_size"]),
-            gap_threshold=None if thr is None else float(thr),
-            confidence=float(d.get("confidence", 0.95)),
-            method=str(d.get("method", SEQUENTIAL_METHOD)),
-        )
-
 
 @dataclass(frozen=True, slots=True)
-class EvalManifest:
+class EvalManifest(Record):
     """Everything that determines an evaluation's episodes; stored as manifest.json.
 
     Built, hashed, compared and turned back into a config by :mod:`robogen.rollout.manifest`
@@ -414,35 +380,3 @@ class EvalManifest:
     reward_source: str = REWARD_SOURCE_ENV
     policy_load: PolicyLoadInfo = field(default_factory=PolicyLoadInfo)
     sequential: SequentialRule | None = None
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> EvalManifest:
-        return cls(
-            schema_version=int(d["schema_version"]),
-            env_id=str(d["env_id"]),
-            policy=str(d["policy"]),
-            vecnormalize=d.get("vecnormalize"),
-            obs_mode=str(d["obs_mode"]),
-            axes=tuple(d["axes"]),
-            severities=tuple(float(s) for s in d["severities"]),
-            splits=tuple(d.get("splits", ())),
-            combined=bool(d["combined"]),
-            n_episodes=int(d["n_episodes"]),
-            seed=int(d["seed"]),
-            max_steps=int(d["max_steps"]),
-            batch_size=int(d["batch_size"]),
-            success_threshold=d.get("success_threshold"),
-            conditions=tuple(Condition.from_dict(c) for c in d["conditions"]),
-            render=RenderSettings.from_dict(d["render"]),
-            versions=dict(d.get("versions", {})),
-            spec_hash=str(d.get("spec_hash", "")),
-            env_kwargs=dict(d.get("env_kwargs", {})),
-            policy_obs_mode=str(d.get("policy_obs_mode", "state")),
-            success_rule=str(d.get("success_rule", "")),
-            breaking_levels=tuple(float(x) for x in d.get("breaking_levels", ())),
-            deterministic_actions=bool(d.get("deterministic_actions", True)),
-            reward_source=str(d.get("reward_source", REWARD_SOURCE_ENV)),
-            policy_load=PolicyLoadInfo.from_dict(d.get("policy_load") or {}),
-            sequential=(SequentialRule.from_dict(d["sequential"]) if d.get("sequential")
-                        else None),
-        )

@@ -7,7 +7,8 @@ tier  layer              modules
 ====  =================  =====================================================================
 0     foundation         ``errors``, ``types``, ``registry``, ``_atomic``, ``_gl``,
                          ``_console`` and ``progress`` (terminal output helpers that import
-                         nothing above)
+                         nothing above),
+                         ``serialization`` (records <-> JSON data, Parquet schemas)
 1     envs               ``envs/``
 2     perturbations      ``perturbations/``
 3     policies           ``policies/``
@@ -42,7 +43,7 @@ PKG = Path(robogen.__file__).parent
 
 LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
     ("foundation", frozenset({"errors", "types", "registry", "_atomic", "_gl", "_console",
-                              "progress"})),
+                              "progress", "serialization"})),
     ("envs", frozenset({"envs"})),
     ("perturbations", frozenset({"perturbations"})),
     ("policies", frozenset({"policies"})),

@@ -15,13 +15,13 @@ level (see :mod:`robogen.check.gate`):
 
 from __future__ import annotations
 
-import dataclasses
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Self
 
 from robogen.errors import RunDirError
+from robogen.serialization import Record, decode, encode
+from robogen.types import ConditionSplit
 
 CHECK_SCHEMA_VERSION = 1
 """Version of the ``check.json`` layout."""
@@ -50,7 +50,7 @@ SCHEMA_MISMATCH = "check.json schema version {got!r} is not the supported versio
 
 
 @dataclass(frozen=True, slots=True)
-class RunInfo:
+class RunInfo(Record):
     """Where one side of the comparison came from.
 
     Attributes:
@@ -74,7 +74,7 @@ class RunInfo:
 
 
 @dataclass(frozen=True, slots=True)
-class ConditionCheck:
+class ConditionCheck(Record):
     """The test of one condition.
 
     Attributes:
@@ -114,7 +114,7 @@ class ConditionCheck:
     condition: str
     axis: str
     severity: float
-    split: str
+    split: ConditionSplit
     paired: bool
     n_baseline: int
     n_candidate: int
@@ -142,7 +142,7 @@ class ConditionCheck:
 
 
 @dataclass(frozen=True, slots=True)
-class AxisCheck:
+class AxisCheck(Record):
     """An axis (all its conditions: severities and splits) as one CI test case.
 
     Attributes:
@@ -165,7 +165,7 @@ class AxisCheck:
 
 
 @dataclass(frozen=True, slots=True)
-class SequentialInfo:
+class SequentialInfo(Record):
     """How a sequential check ran.
 
     Attributes:
@@ -188,7 +188,7 @@ class SequentialInfo:
 
 
 @dataclass(frozen=True, slots=True)
-class CheckResult:
+class CheckResult(Record):
     """Everything a regression check decided; serialized as ``check.json``.
 
     Attributes:
@@ -253,59 +253,19 @@ class CheckResult:
 
     def to_dict(self) -> dict[str, Any]:
         """Strict-JSON dict (non-finite floats become ``null``)."""
-        return _jsonable(dataclasses.asdict(self))
+        return encode(self, allow_nan=False)
 
     @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> CheckResult:
-        """Inverse of :meth:`to_dict`.
+    def from_dict(cls, d: Mapping[str, Any]) -> Self:
+        """Inverse of :meth:`to_dict` (``null`` floats read as NaN).
 
         Raises:
-            RunDirError: On another schema version or a malformed dict.
+            RunDirError: On another schema version or a malformed dict (naming the field).
         """
         if d.get("schema_version") != CHECK_SCHEMA_VERSION:
             raise RunDirError(SCHEMA_MISMATCH.format(got=d.get("schema_version"),
                                                      want=CHECK_SCHEMA_VERSION))
         try:
-            seq = d.get("sequential")
-            return cls(
-                schema_version=int(d["schema_version"]), verdict=str(d["verdict"]),
-                exit_code=int(d["exit_code"]), env_id=str(d["env_id"]),
-                margin=float(d["margin"]), alpha=float(d["alpha"]),
-                confidence=float(d["confidence"]), design=str(d["design"]),
-                fail_on_inconclusive=bool(d["fail_on_inconclusive"]),
-                baseline=RunInfo(**d["baseline"]), candidate=RunInfo(**d["candidate"]),
-                conditions=tuple(ConditionCheck(**_floats(ConditionCheck, x))
-                                 for x in d["conditions"]),
-                axes=tuple(AxisCheck(**{**_floats(AxisCheck, x),
-                                        "conditions": tuple(x["conditions"])})
-                           for x in d["axes"]),
-                baseline_mean=_f(d["baseline_mean"]), candidate_mean=_f(d["candidate_mean"]),
-                sequential=None if seq is None else SequentialInfo(
-                    **{**seq, "schedule": tuple(seq["schedule"]),
-                       "levels": tuple(float(v) for v in seq["levels"])}),
-                created=str(d["created"]),
-            )
-        except (KeyError, TypeError, ValueError) as e:
-            raise RunDirError(f"check.json is malformed: {type(e).__name__}: {e}") from e
-
-
-def _f(v: Any) -> float:
-    return math.nan if v is None else float(v)
-
-
-def _floats(cls: type, d: Mapping[str, Any]) -> dict[str, Any]:
-    out = dict(d)
-    for f in dataclasses.fields(cls):
-        if str(f.type) == "float":
-            out[f.name] = _f(d[f.name])
-    return out
-
-
-def _jsonable(x: Any) -> Any:
-    if isinstance(x, float):
-        return x if math.isfinite(x) else None
-    if isinstance(x, dict):
-        return {str(k): _jsonable(v) for k, v in x.items()}
-    if isinstance(x, list | tuple):
-        return [_jsonable(v) for v in x]
-    return x
+            return decode(cls, d)
+        except ValueError as e:
+            raise RunDirError(f"check.json is malformed: {e}") from e

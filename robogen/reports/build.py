@@ -220,9 +220,10 @@ def failure_pairs(
     for name, rs in by_cond.items():
         rs.sort(key=lambda r: (not nominal[r.episode_index].success, r.episode_index))
         for r in rs[:per_condition]:
+            assert r.cause is not None  # a failed episode has a cause (EpisodeResult checks)
             out.append(
                 FailurePair(
-                    name, r.episode_index, r.seed, str(r.cause), nominal[r.episode_index].success
+                    name, r.episode_index, r.seed, r.cause, nominal[r.episode_index].success
                 )
             )
     return tuple(out)

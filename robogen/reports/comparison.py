@@ -7,11 +7,11 @@ imports the other.
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
 from robogen.reports.records import AxisGap
+from robogen.serialization import encode
 from robogen.types import EvalManifest
 
 COMPARE_SCHEMA_VERSION = 1
@@ -151,6 +151,4 @@ class Comparison:
 
     def to_dict(self) -> dict[str, Any]:
         """Strict-JSON dict (non-finite floats become ``null``)."""
-        from robogen.reports.records import _jsonable
-
-        return _jsonable(dataclasses.asdict(self))
+        return encode(self, allow_nan=False)

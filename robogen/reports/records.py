@@ -1,24 +1,23 @@
 """Frozen records of a report and their JSON (de)serialization.
 
 :class:`Report` and its parts serialize with :meth:`Report.to_dict` to strict
-JSON (non-finite floats become ``null``) and back with :meth:`Report.from_dict`.
+JSON (non-finite floats become ``null``) and back with :meth:`Report.from_dict`,
+through :mod:`robogen.serialization` (driven by the field annotations).
 """
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
-
-import numpy as np
+from typing import Any, Self
 
 from robogen.errors import RunDirError
 from robogen.reports.sequential import SequentialSummary
 from robogen.reports.sweep import BreakingPoint
 from robogen.rollout.faults import FaultRecord
-from robogen.types import EvalManifest
+from robogen.serialization import Record, decode, encode
+from robogen.types import Cause, ConditionSplit, EvalManifest
 
 REPORT_SCHEMA_VERSION = 1
 """Version of the ``report.json`` layout; bumped on any change of field meaning."""
@@ -46,7 +45,7 @@ SCHEMA_MISMATCH = (
 
 
 @dataclass(frozen=True, slots=True)
-class ConditionStats:
+class ConditionStats(Record):
     """Outcome summary of one condition.
 
     Attributes:
@@ -78,7 +77,7 @@ class ConditionStats:
     condition: str
     axes: tuple[str, ...]
     severity: float
-    split: str
+    split: ConditionSplit
     n: int
     successes: int
     success_rate: float
@@ -92,14 +91,9 @@ class ConditionStats:
     n_invalid: int = 0
     mean_policy_latency_ms: float = math.nan
 
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> ConditionStats:
-        """Inverse of ``dataclasses.asdict`` after a JSON round trip (``null`` -> NaN)."""
-        return cls(**_decode(cls, d))
-
 
 @dataclass(frozen=True, slots=True)
-class AxisGap:
+class AxisGap(Record):
     """Paired gap of one perturbed condition against nominal.
 
     Attributes:
@@ -127,7 +121,7 @@ class AxisGap:
     axis: str
     axes: tuple[str, ...]
     severity: float
-    split: str
+    split: ConditionSplit
     gap: float
     ci_low: float
     ci_high: float
@@ -141,14 +135,9 @@ class AxisGap:
     note: str
     ci_method: str = "bootstrap"
 
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> AxisGap:
-        """Inverse of ``dataclasses.asdict`` after a JSON round trip (``null`` -> NaN)."""
-        return cls(**_decode(cls, d))
-
 
 @dataclass(frozen=True, slots=True)
-class InteractionStats:
+class InteractionStats(Record):
     """Combined-condition gap against the sum of its single-axis gaps.
 
     Attributes:
@@ -168,7 +157,7 @@ class InteractionStats:
     condition: str
     axes: tuple[str, ...]
     severity: float
-    split: str
+    split: ConditionSplit
     interaction: float
     ci_low: float
     ci_high: float
@@ -182,14 +171,9 @@ class InteractionStats:
         """Sum of the single-axis gaps (the additive prediction of ``combined_gap``)."""
         return float(sum(self.single_gaps))
 
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> InteractionStats:
-        """Inverse of ``dataclasses.asdict`` after a JSON round trip (``null`` -> NaN)."""
-        return cls(**_decode(cls, d))
-
 
 @dataclass(frozen=True, slots=True)
-class SeverityCurve:
+class SeverityCurve(Record):
     """Success against severity for one axis (``split == "all"`` conditions plus nominal at 0).
 
     Attributes:
@@ -210,14 +194,9 @@ class SeverityCurve:
     ns: tuple[int, ...]
     status: str
 
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> SeverityCurve:
-        """Inverse of ``dataclasses.asdict`` after a JSON round trip (``null`` -> NaN)."""
-        return cls(**_decode(cls, d))
-
 
 @dataclass(frozen=True, slots=True)
-class Report:
+class Report(Record):
     """Everything a report shows; serialized as ``report.json``.
 
     Attributes:
@@ -282,43 +261,26 @@ class Report:
 
     def to_dict(self) -> dict[str, Any]:
         """Strict-JSON dict (non-finite floats become ``null``)."""
-        return _jsonable(dataclasses.asdict(self))
+        return encode(self, allow_nan=False)
 
     @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> Report:
-        """Inverse of :meth:`to_dict`.
+    def from_dict(cls, d: Mapping[str, Any]) -> Self:
+        """Inverse of :meth:`to_dict` (``null`` floats read as NaN, or +inf where a field
+        says so: :attr:`BreakingPoint.ci_high`).
 
         Raises:
             RunDirError: If ``schema_version`` is not :data:`REPORT_SCHEMA_VERSION`.
+            RecordDecodeError: (a ``ValueError``) naming a field that does not match its type.
         """
         if d.get("schema_version") != REPORT_SCHEMA_VERSION:
             raise RunDirError(
                 SCHEMA_MISMATCH.format(got=d.get("schema_version"), want=REPORT_SCHEMA_VERSION)
             )
-        return cls(
-            schema_version=int(d["schema_version"]),
-            manifest=EvalManifest.from_dict(d["manifest"]),
-            policy_obs_mode=str(d["policy_obs_mode"]),
-            conditions=tuple(ConditionStats.from_dict(x) for x in d["conditions"]),
-            gaps=tuple(AxisGap.from_dict(x) for x in d["gaps"]),
-            combined_gaps=tuple(AxisGap.from_dict(x) for x in d["combined_gaps"]),
-            interactions=tuple(InteractionStats.from_dict(x) for x in d["interactions"]),
-            severity_curves=tuple(SeverityCurve.from_dict(x) for x in d["severity_curves"]),
-            difficulty_order=tuple(str(a) for a in d["difficulty_order"]),
-            confidence=float(d["confidence"]),
-            n_boot=int(d["n_boot"]),
-            bootstrap_seed=int(d["bootstrap_seed"]),
-            created=str(d["created"]),
-            errors=tuple((str(c), str(m), int(k)) for c, m, k in d.get("errors", ())),
-            breaking_points=tuple(_breaking_point(x) for x in d.get("breaking_points", ())),
-            faults=tuple(FaultRecord.from_dict(x) for x in d.get("faults", ())),
-            sequential=(SequentialSummary.from_dict(d["sequential"]) if d.get("sequential")
-                        else None),
-        )
+        return decode(cls, d)
 
 
 @dataclass(frozen=True, slots=True)
-class FailurePair:
+class FailurePair(Record):
     """A failed perturbed episode and the nominal episode of the same index, for a video.
 
     Attributes:
@@ -332,55 +294,5 @@ class FailurePair:
     condition: str
     episode_index: int
     seed: int
-    cause: str
+    cause: Cause
     nominal_success: bool
-
-
-def _breaking_point(d: Mapping[str, Any]) -> BreakingPoint:
-    """A breaking point from JSON: a ``null`` upper bound is +inf (not reached by severity 1)."""
-    def f(v: Any, none: float = math.nan) -> float:
-        return none if v is None else float(v)
-
-    return BreakingPoint(str(d["axis"]), float(d["level"]), f(d["severity"]), f(d["ci_low"]),
-                         f(d["ci_high"], math.inf), float(d["target_rate"]),
-                         tuple(float(x) for x in d["severities"]))
-
-
-def _jsonable(x: Any) -> Any:
-    if isinstance(x, float):
-        return x if math.isfinite(x) else None
-    if isinstance(x, dict):
-        return {str(k): _jsonable(v) for k, v in x.items()}
-    if isinstance(x, list | tuple):
-        return [_jsonable(v) for v in x]
-    if isinstance(x, np.generic):
-        return _jsonable(x.item())
-    return x
-
-
-def _decode(cls: type, d: Mapping[str, Any]) -> dict[str, Any]:
-    """Field values of ``cls`` from a JSON dict: ``null`` floats -> NaN, lists -> tuples."""
-    out: dict[str, Any] = {}
-    for f in dataclasses.fields(cls):
-        if f.name not in d and f.default is not dataclasses.MISSING:
-            out[f.name] = f.default  # a field added after the report was written
-            continue
-        v = d[f.name]
-        t = str(f.type)
-        if t == "float":
-            out[f.name] = math.nan if v is None else float(v)
-        elif t == "int":
-            out[f.name] = int(v)
-        elif t == "str":
-            out[f.name] = str(v)
-        elif t.startswith("tuple[float"):
-            out[f.name] = tuple(math.nan if x is None else float(x) for x in v)
-        elif t.startswith("tuple[int"):
-            out[f.name] = tuple(int(x) for x in v)
-        elif t.startswith("tuple[str"):
-            out[f.name] = tuple(str(x) for x in v)
-        elif t.startswith("dict[str, int]"):
-            out[f.name] = {str(k): int(x) for k, x in v.items()}
-        else:  # pragma: no cover - every field type above is handled
-            raise TypeError(f"cannot decode field {f.name!r} of type {t}")
-    return out

@@ -27,6 +27,7 @@ import numpy as np
 from robogen.reports.anytime import CITATION, AnytimeInterval, BettingConfidenceSequence
 from robogen.reports.stopping import StopRule, stop_decision
 from robogen.rollout.sequential import ConditionTarget, Planner
+from robogen.serialization import Record
 from robogen.types import NOMINAL, EvalManifest, SequentialRule
 
 REASON_NOMINAL = "paired"
@@ -47,7 +48,7 @@ Outcomes = Mapping[int, bool | None]
 
 
 @dataclass(frozen=True, slots=True)
-class ConditionStop:
+class ConditionStop(Record):
     """Where one condition of a sequential run stands.
 
     Attributes:
@@ -82,18 +83,9 @@ class ConditionStop:
         """Half-width of the gap interval (NaN for nominal)."""
         return (self.ci_high - self.ci_low) / 2.0
 
-    @classmethod
-    def from_dict(cls, d: Mapping[str, object]) -> ConditionStop:
-        def f(v: object) -> float:
-            return math.nan if v is None else float(v)  # type: ignore[arg-type]
-
-        return cls(str(d["condition"]), int(d["episodes"]), int(d["n_pairs"]),  # type: ignore[call-overload]
-                   str(d["reason"]), int(d["target"]), f(d.get("estimate")),  # type: ignore[call-overload]
-                   f(d.get("ci_low")), f(d.get("ci_high")))
-
 
 @dataclass(frozen=True, slots=True)
-class SequentialSummary:
+class SequentialSummary(Record):
     """The sequential part of a report: the rule, the method, and each condition's stop.
 
     Attributes:
@@ -112,12 +104,6 @@ class SequentialSummary:
             if s.condition == condition:
                 return s
         raise KeyError(f"no condition {condition!r} in the sequential summary")
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, object]) -> SequentialSummary:
-        return cls(SequentialRule.from_dict(dict(d["rule"])),  # type: ignore[call-overload]
-                   str(d["citation"]),
-                   tuple(ConditionStop.from_dict(x) for x in d["stops"]))  # type: ignore[attr-defined]
 
 
 def stop_rule(rule: SequentialRule) -> StopRule:

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 from numpy.typing import NDArray
@@ -36,6 +36,7 @@ from robogen.rollout.sweep import (
     monotone_fit,
     next_severities,
 )
+from robogen.serialization import null_as
 
 __all__ = [
     "HALF", "SWEEP_GRID", "SWEEP_RESOLUTION", "BreakingPoint", "breaking_point", "crossing",
@@ -51,7 +52,8 @@ class BreakingPoint:
         level: Fraction of nominal success, in (0, 1).
         severity: Interpolated crossing, in (0, 1]; NaN when not reached at severity 1.
         ci_low: Lower percentile-bootstrap bound; NaN when not reached.
-        ci_high: Upper bound; +inf when some resamples do not reach the level by severity 1.
+        ci_high: Upper bound; +inf when some resamples do not reach the level by severity 1
+            (strict JSON writes it ``null``, which reads back as +inf).
         target_rate: ``level * nominal success rate``.
         severities: Severities the estimate used, increasing, starting at 0.
     """
@@ -60,7 +62,7 @@ class BreakingPoint:
     level: float
     severity: float
     ci_low: float
-    ci_high: float
+    ci_high: float = field(metadata=null_as(math.inf))
     target_rate: float
     severities: tuple[float, ...]
 

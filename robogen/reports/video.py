@@ -7,20 +7,19 @@ file, so no font package is needed beyond matplotlib's bundled DejaVu Sans.
 
 from __future__ import annotations
 
-import dataclasses
 import io
 import json
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 
 from robogen._atomic import atomic_path, write_atomic
 from robogen.errors import InvalidSpecError
+from robogen.serialization import Record, encode
 
 VIDEO_MIN_HEIGHT = 256
 """Clips shorter than this [px] are upscaled by an integer factor (nearest neighbour)."""
@@ -44,7 +43,7 @@ BAD_FRAMES = (
 
 
 @dataclass(frozen=True, slots=True)
-class VideoInfo:
+class VideoInfo(Record):
     """How a side-by-side video was composed; written next to it as ``<name>.json``.
 
     Attributes:
@@ -76,14 +75,6 @@ class VideoInfo:
         return (f"rendered {rendered} px, x{self.scale}, {self.size[0]}x{self.size[1]} padded "
                 f"to {self.padded_size[0]}x{self.padded_size[1]}, {self.fps:g} fps, camera "
                 f"{self.camera or 'default (first camera role)'}")
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> VideoInfo:
-        (a, b) = d["render_sizes"]
-        return cls(render_sizes=((int(a[0]), int(a[1])), (int(b[0]), int(b[1]))),
-                   scale=int(d["scale"]), size=(int(d["size"][0]), int(d["size"][1])),
-                   padded_size=(int(d["padded_size"][0]), int(d["padded_size"][1])),
-                   fps=float(d["fps"]), n_frames=int(d["n_frames"]), camera=str(d["camera"]))
 
 
 def video_info_path(path: Path) -> Path:
@@ -195,7 +186,7 @@ def write_side_by_side(
                 writer.append_data(frame)
         finally:
             writer.close()
-    write_atomic(video_info_path(path), json.dumps(dataclasses.asdict(info), indent=2).encode())
+    write_atomic(video_info_path(path), json.dumps(encode(info), indent=2).encode())
     return path
 
 

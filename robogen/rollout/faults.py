@@ -11,9 +11,11 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
+
+from robogen.serialization import Record, encode
 
 FAULTS = "faults.jsonl"
 
@@ -22,7 +24,7 @@ FaultAction = Literal["retried", "recorded", "dropped", "replaced"]
 
 
 @dataclass(frozen=True, slots=True)
-class FaultRecord:
+class FaultRecord(Record):
     """One loss or retry.
 
     Attributes:
@@ -56,11 +58,6 @@ class FaultRecord:
         """A record stamped with the current time."""
         return cls(time.time(), kind, action, **fields)
 
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> FaultRecord:
-        names = cls.__dataclass_fields__
-        return cls(**{k: v for k, v in d.items() if k in names})
-
 
 FaultSink = Callable[[FaultRecord], None]
 
@@ -68,7 +65,7 @@ FaultSink = Callable[[FaultRecord], None]
 def append_fault(run_dir: Path, record: FaultRecord) -> None:
     """Append ``record`` as one JSON line to ``run_dir/faults.jsonl`` (flushed at once)."""
     with open(Path(run_dir) / FAULTS, "a", encoding="utf-8") as f:
-        f.write(json.dumps(asdict(record)) + "\n")
+        f.write(json.dumps(encode(record)) + "\n")
         f.flush()
 
 

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from robogen.types import COMBINED, NOMINAL, AxisLevel, Condition, WorkUnit
+from robogen.types import COMBINED, NOMINAL, AxisLevel, Condition, Split, WorkUnit, split_of
 
 _RESET_STREAM = 0
 _PERTURBATION_STREAM = 1
@@ -54,27 +54,31 @@ def build_conditions(
 
     Returns:
         Conditions with unique names.
+
+    Raises:
+        InvalidSpecError: If a split is not one of :data:`~robogen.types.SPLITS`.
     """
     conds = [Condition(NOMINAL, ())]
     sevs = [float(s) for s in severities if float(s) > 0.0]
+    checked: list[Split] = [split_of(sp) for sp in splits]
     for axis in axes:
         for s in sevs:
             lv = AxisLevel(axis, s)
             conds.append(Condition(lv.label, (lv,)))
-        for sp in splits:
+        for sp in checked:
             lv = AxisLevel(axis, 1.0, sp)
             conds.append(Condition(lv.label, (lv,)))
     if combined and len(axes) >= 2:
         for s in sevs:
             conds.append(Condition(f"{COMBINED}@{s:g}", tuple(AxisLevel(a, s) for a in axes)))
-        for sp in splits:
+        for sp in checked:
             conds.append(Condition(f"{COMBINED}@{sp}", tuple(AxisLevel(a, 1.0, sp) for a in axes)))
     if combined and len(axes) == 2:
         pairs = [p for p in pairs if set(p) != set(axes)]
     for a, b in pairs:
         for s in sevs:
             conds.append(Condition(f"{a}+{b}@{s:g}", (AxisLevel(a, s), AxisLevel(b, s))))
-        for sp in splits:
+        for sp in checked:
             conds.append(Condition(f"{a}+{b}@{sp}", (AxisLevel(a, 1.0, sp), AxisLevel(b, 1.0, sp))))
     return tuple(conds)
 

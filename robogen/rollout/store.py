@@ -14,7 +14,6 @@ whose part exists and never repeats or loses a finished episode.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import re
 from collections.abc import Sequence
@@ -26,35 +25,18 @@ import pyarrow.parquet as pq
 
 from robogen._atomic import atomic_path, write_atomic
 from robogen.errors import RunDirError
+from robogen.serialization import arrow_schema
 from robogen.types import EpisodeResult, EvalManifest, to_dict
 
 MANIFEST = "manifest.json"
 EPISODES_DIR = "episodes"
 _PART = re.compile(r"^unit-(\d{6})\.parquet$")
 
-_SCHEMA = pa.schema(
-    [
-        ("env_id", pa.string()),
-        ("policy_id", pa.string()),
-        ("condition", pa.string()),
-        ("axes", pa.list_(pa.string())),
-        ("severity", pa.float64()),
-        ("split", pa.string()),
-        ("episode_index", pa.int64()),
-        ("seed", pa.int64()),
-        ("episode_return", pa.float64()),
-        ("length_steps", pa.int64()),
-        ("success", pa.bool_()),
-        ("cause", pa.string()),
-        ("error", pa.string()),
-        ("perturbations_json", pa.string()),
-        ("changed_axes", pa.list_(pa.string())),
-        ("wall_time_s", pa.float64()),
-        ("unit_id", pa.int64()),
-        ("video_path", pa.string()),
-        ("policy_latency_ms", pa.float64()),
-    ]
-)
+_SCHEMA = arrow_schema(EpisodeResult)
+"""Columns of an episode part: one per :class:`EpisodeResult` field, typed from its
+annotation (``str`` -> string, ``int`` -> int64, ``float`` -> float64, ``bool`` -> bool,
+``tuple[str, ...]`` -> list<string>). Parts written before a later field existed lack its
+column; it reads as the field's default."""
 
 
 class ResultStore:
@@ -143,7 +125,7 @@ class ResultStore:
 
     def write_unit(self, unit_id: int, results: Sequence[EpisodeResult]) -> Path:
         """Write one finished unit atomically. Rewriting the same unit replaces it."""
-        rows = [dataclasses.asdict(r) for r in results]
+        rows = [to_dict(r) for r in results]
         table = pa.Table.from_pylist(rows, schema=_SCHEMA)
         path = self.part_path(unit_id)
         with atomic_path(path) as tmp:
@@ -164,7 +146,7 @@ class ResultStore:
         """All stored episodes, ordered by (unit id, episode index).
 
         Raises:
-            RunDirError: If a part cannot be read.
+            RunDirError: If a part cannot be read or holds a row that is not an episode.
         """
         out: list[EpisodeResult] = []
         for uid in sorted(self.done_units()):
@@ -176,7 +158,13 @@ class ResultStore:
                     f"episode part {str(path)!r} is unreadable: {e}; delete it and run "
                     f"robogen eval --resume {str(self.run_dir)!r} to redo its episodes"
                 ) from e
-            out.extend(EpisodeResult.from_dict(r) for r in rows)
+            try:
+                out.extend(EpisodeResult.from_dict(r) for r in rows)
+            except ValueError as e:
+                raise RunDirError(
+                    f"episode part {str(path)!r} holds a malformed episode: {e}; delete it and "
+                    f"run robogen eval --resume {str(self.run_dir)!r} to redo its episodes"
+                ) from e
         return out
 
     def load_frame(self):  # noqa: ANN201 - pandas is imported lazily

@@ -52,7 +52,7 @@ import pyarrow as pa
 from robogen._atomic import atomic_path, write_atomic
 from robogen.errors import InvalidSpecError, RunDirError, UnknownNameError
 from robogen.rollout.manifest import demo_manifest
-from robogen.types import NOMINAL, AxisLevel, Condition, WorkUnit
+from robogen.types import NOMINAL, AxisLevel, Condition, WorkUnit, split_of
 
 DEMO_SCHEMA_VERSION = 1
 DEMO_EPISODE_OFFSET = 1_000_000
@@ -115,7 +115,7 @@ def factor_condition(factor: str, severity: float = 1.0, split: str = "train") -
         if axes.count(a) > 1:
             raise InvalidSpecError(f"factor {factor!r} names {a!r} twice; a pair joins two "
                                    "different axes, e.g. lighting+texture")
-    levels = tuple(AxisLevel(a, severity, split) for a in axes)
+    levels = tuple(AxisLevel(a, severity, split_of(split)) for a in axes)
     return Condition(factor, levels)
 
 

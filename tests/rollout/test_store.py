@@ -1,12 +1,15 @@
 from __future__ import annotations
 
+import dataclasses
 import json
+import math
 
 import pytest
 
 from robogen.errors import RunDirError
 from robogen.rollout.plan import build_conditions
 from robogen.rollout.store import ResultStore
+from robogen.serialization import encode
 from robogen.types import EpisodeResult, EvalManifest, RenderSettings
 
 
@@ -148,3 +151,59 @@ def test_parts_written_before_policy_latency_existed_still_load(tmp_path):
     frame = store.load_frame()
     assert frame["policy_latency_ms"].isna().tolist() == [True, False]
     assert frame["policy_latency_ms"].iloc[1] == 12.5
+
+
+OLD_SCHEMA_COLUMNS = [
+    ("env_id", "string"), ("policy_id", "string"), ("condition", "string"),
+    ("axes", "list<item: string>"), ("severity", "double"), ("split", "string"),
+    ("episode_index", "int64"), ("seed", "int64"), ("episode_return", "double"),
+    ("length_steps", "int64"), ("success", "bool"), ("cause", "string"), ("error", "string"),
+    ("perturbations_json", "string"), ("changed_axes", "list<item: string>"),
+    ("wall_time_s", "double"), ("unit_id", "int64"), ("video_path", "string"),
+    ("policy_latency_ms", "double"),
+]
+"""The explicit episode-part schema robogen wrote before it was derived from EpisodeResult."""
+
+
+def test_episode_schema_is_derived_from_the_record_with_the_old_columns(tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from robogen.rollout import store as store_mod
+
+    old = pa.schema([(name, {"string": pa.string(), "double": pa.float64(),
+                             "int64": pa.int64(), "bool": pa.bool_()}.get(t, pa.list_(pa.string())))
+                     for name, t in OLD_SCHEMA_COLUMNS])
+    assert [(f.name, str(f.type)) for f in store_mod._SCHEMA] == OLD_SCHEMA_COLUMNS
+    assert store_mod._SCHEMA.equals(old) and all(f.nullable for f in store_mod._SCHEMA)
+    # a part written by the old explicit schema loads into equal records (NaN return of an
+    # unstable episode stays NaN, a missing error stays None)
+    store = ResultStore.create(tmp_path / "r", _manifest())
+    unstable = dataclasses.replace(_result(1, False, unit=0), cause="sim_unstable",
+                                   episode_return=math.nan, error="MuJoCo warning")
+    rows = [encode(_result(0, True)), encode(unstable)]
+    pq.write_table(pa.Table.from_pylist(rows, schema=old), store.part_path(0))
+    back = store.load_results()
+    assert back[0] == _result(0, True)
+    assert math.isnan(back[1].episode_return) and back[1].cause == "sim_unstable"
+    assert dataclasses.replace(back[1], episode_return=0.0) == dataclasses.replace(
+        unstable, episode_return=0.0)
+    # the new writer writes the same table
+    store.write_unit(1, [_result(0, True, unit=1)])
+    assert pq.read_schema(store.part_path(1)).remove_metadata().equals(old)
+
+
+def test_a_part_with_a_bad_row_names_the_field_and_the_fix(tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from robogen.rollout import store as store_mod
+
+    store = ResultStore.create(tmp_path / "r", _manifest())
+    row = {**encode(_result(0, False)), "cause": "exploded"}
+    pq.write_table(pa.Table.from_pylist([row], schema=store_mod._SCHEMA), store.part_path(0))
+    with pytest.raises(RunDirError) as e:
+        store.load_results()
+    text = str(e.value)
+    assert "EpisodeResult.cause: must be one of ['timeout', 'terminated'" in text
+    assert "got 'exploded'" in text and "robogen eval --resume" in text
