@@ -57,6 +57,11 @@ def main() -> None:
     ap.add_argument("--final-episodes", type=int, default=50,
                     help="evaluation episodes per factor and seed")
     ap.add_argument("--steps", type=int, default=None, help="BC steps (default: the loop's)")
+    ap.add_argument("--n-boot", type=int, default=500, help="bootstrap refits per curve")
+    ap.add_argument("--rounds", type=int, default=0,
+                    help="also run the closed loop (robogen plan --rounds) with --loop-method "
+                         "in this many rounds and validate its final allocation (0: off)")
+    ap.add_argument("--loop-method", default="greedy", help="planning method of the loop")
     ap.add_argument("--seed", type=int, default=0, help="run seed of the curves")
     ap.add_argument("--out", type=Path, default=Path("runs/validate_plan"))
     args = ap.parse_args()
@@ -71,7 +76,8 @@ def main() -> None:
     config = loop.ScaleConfig(
         task=args.task, factors=factors, points=loop.parse_points(args.points), base=args.base,
         eval_episodes=args.eval_episodes, seeds=args.seeds, seed=args.seed,
-        severity=args.severity, bc=loop.default_bc_config("state", **overrides))
+        severity=args.severity, n_boot=args.n_boot,
+        bc=loop.default_bc_config("state", **overrides))
     print(f"[1/4] scaling curves of {', '.join(factors)} on {args.task} "
           f"(base {args.base}, points {list(config.points)}, {args.seeds} seeds)", flush=True)
     scale = loop.run_scale(config, args.out / "scale", progress=_printer())
@@ -90,6 +96,22 @@ def main() -> None:
                                    f"{v.high:+.3f}]")
         print(f"  {plan.method}: {plan.demos}  predicted mean success "
               f"{plan.mean_success:.3f}{vs}")
+
+    if args.rounds:
+        from robogen.scaling.adaptive import AdaptiveConfig, run_adaptive
+
+        name = f"{args.loop_method}-{args.rounds}rounds"
+        print(f"[2b/4] closed loop: {name}", flush=True)
+        res = run_adaptive(args.out / "scale", AdaptiveConfig(args.budget, args.rounds,
+                                                              args.loop_method),
+                           out=args.out / name, progress=_printer())
+        for r in res.rounds:
+            print(f"  round {r.round}: +{r.added} -> {r.demos}; predicted "
+                  f"{r.predicted_planned:.3f} before refit, {r.predicted:.3f} after; "
+                  f"measured {r.measured}")
+        plans[name] = res.final
+        print(f"  {name}: {res.final.demos}  predicted mean success (final curves) "
+              f"{res.final.mean_success:.3f}")
 
     print("[3/4] collect and train", flush=True)
     targets = {"none": config.base}
@@ -156,12 +178,14 @@ def _summarize(plans, outcomes, conditions, args, versus) -> dict:  # noqa: ANN0
         if m == "equal":
             continue
         gap = paired_gap(flat[m], flat["equal"], seed=0)
-        v = versus[m]
+        v = versus.get(m)
         res["vs_equal"][m] = {
-            "predicted": v.to_dict(),
+            "predicted": None if v is None else v.to_dict(),
             "measured": {"value": gap.gap, "ci_low": gap.ci_low, "ci_high": gap.ci_high,
                          "n10": gap.n10, "n01": gap.n01, "ci_method": gap.ci_method}}
-        print(f"{m:<14} {v.difference:+.3f} [{v.low:+.3f}, {v.high:+.3f}]{'':<8} "
+        pred = "(closed loop: none)" if v is None else \
+            f"{v.difference:+.3f} [{v.low:+.3f}, {v.high:+.3f}]"
+        print(f"{m:<14} {pred:<28} "
               f"{gap.gap:+.3f} [{gap.ci_low:+.3f}, {gap.ci_high:+.3f}] ({gap.n10} episodes "
               f"only {m} solved, {gap.n01} only equal)")
     return res
