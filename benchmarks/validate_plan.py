@@ -14,6 +14,9 @@ Not a timed test: a script that runs the whole method once and prints what it fi
    models on base + the plan's demonstrations of every factor, and evaluate each on the
    ``test`` condition of every factor in the plan with a fresh evaluation seed (initial states
    and factor draws the curves never saw; the same for both plans, so outcomes are paired).
+   With ``--rounds R`` the closed loop (:func:`robogen.scaling.adaptive.run_adaptive`,
+   ``robogen plan --rounds``) also spends the budget in R rounds on the same scale run, and
+   its final allocation is validated like the one-shot plans (no planner interval for it).
 4. Print the success rate of each plan with its Wilson interval and its measured difference
    from ``equal`` with a paired bootstrap interval over episodes
    (:func:`robogen.reports.stats.paired_gap`), next to the planner's prediction; write
@@ -23,6 +26,9 @@ Usage::
 
     python benchmarks/validate_plan.py                       # Reach, ~5-10 min on 2 cores
     python benchmarks/validate_plan.py --budget 60 --factors object_pose,physics
+    # factors whose curves differ (README "Plan data collection"), with a 3-round closed loop:
+    python benchmarks/validate_plan.py --base 40 --points 0,20,60 --eval-episodes 30 \
+        --n-boot 200 --budget 30 --final-seeds 4 --rounds 3
 """
 
 from __future__ import annotations

@@ -198,6 +198,8 @@ def plan_command(
     from robogen.scaling.curves import load_curves
     from robogen.scaling.planner import plan_budget
 
+    if rounds is None and backend != "serial":
+        _error(f"--backend {backend!r} applies only to the closed loop; add --rounds R")
     if rounds is not None:
         _plan_rounds(curves, budget, rounds, cost=cost, method=method, lcb=lcb, k=k, step=step,
                      task=task, out=out, report=report, backend=backend)

@@ -125,9 +125,10 @@ def test_shifted_curve_is_the_same_law_after_collected_demos():
         (["--rounds", "2", "--cost", "physics=0"], "cost of 'physics' must be a finite"),
         (["--rounds", "2", "--backend", "spark"], "backend must be 'serial' or 'ray'"),
         (["--rounds", "2", "--task", "robogen/Push-v0"], "not of --task 'robogen/Push-v0'"),
+        (["--backend", "ray"], "--backend 'ray' applies only to the closed loop; add --rounds"),
     ],
     ids=["rounds-0", "rounds-negative", "share-below-one-demo", "method", "cost", "backend",
-         "task"],
+         "task", "backend-without-rounds"],
 )
 def test_closed_loop_bad_input_exits_2_and_writes_nothing(scale_dir, tmp_path, args, needle):
     out = tmp_path / "loop"
