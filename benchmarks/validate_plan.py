@@ -114,7 +114,7 @@ def main() -> None:
         for r in res.rounds:
             print(f"  round {r.round}: +{r.added} -> {r.demos}; predicted "
                   f"{r.predicted_planned:.3f} before refit, {r.predicted:.3f} after; "
-                  f"measured {r.measured}")
+                  f"measured {({n: round(v, 3) for n, v in r.measured.items()})}")
         plans[name] = res.final
         print(f"  {name}: {res.final.demos}  predicted mean success (final curves) "
               f"{res.final.mean_success:.3f}")
