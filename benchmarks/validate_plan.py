@@ -179,22 +179,56 @@ def _summarize(plans, outcomes, conditions, args, versus) -> dict:  # noqa: ANN0
                            "per_condition": per}
         print(f"{m:<12} {json.dumps(plan.demos):<48} {k}/{n} = {k / n:.3f} "
               f"[{lo:.3f}, {hi:.3f}]  " + ", ".join(f"{c} {r:.2f}" for c, r in per.items()))
-    print(f"\n{'plan - equal':<14} {'planner predicted [95%]':<28} measured [95% paired bootstrap]")
+    print(f"\n{'plan - equal':<14} {'planner predicted [95%]':<28} measured [95% paired bootstrap "
+          "over episodes] [95% over training seeds and episodes]")
     for m in plans:
         if m == "equal":
             continue
         gap = paired_gap(flat[m], flat["equal"], seed=0)
         v = versus.get(m)
+        lo2, hi2 = _seed_episode_interval(outcomes[m], outcomes["equal"], conditions)
         res["vs_equal"][m] = {
             "predicted": None if v is None else v.to_dict(),
             "measured": {"value": gap.gap, "ci_low": gap.ci_low, "ci_high": gap.ci_high,
-                         "n10": gap.n10, "n01": gap.n01, "ci_method": gap.ci_method}}
+                         "n10": gap.n10, "n01": gap.n01, "ci_method": gap.ci_method,
+                         "seed_episode_ci": [lo2, hi2]},
+            "per_seed": {"plan": _per_seed(outcomes[m], conditions),
+                         "equal": _per_seed(outcomes["equal"], conditions)}}
         pred = "(closed loop: none)" if v is None else \
             f"{v.difference:+.3f} [{v.low:+.3f}, {v.high:+.3f}]"
         print(f"{m:<14} {pred:<28} "
-              f"{gap.gap:+.3f} [{gap.ci_low:+.3f}, {gap.ci_high:+.3f}] ({gap.n10} episodes "
-              f"only {m} solved, {gap.n01} only equal)")
+              f"{gap.gap:+.3f} [{gap.ci_low:+.3f}, {gap.ci_high:+.3f}] [{lo2:+.3f}, {hi2:+.3f}] "
+              f"({gap.n10} episodes only {m} solved, {gap.n01} only equal)")
     return res
+
+
+def _per_seed(by_condition, conditions) -> list[float]:  # noqa: ANN001 - script
+    """Success rate of each training seed's model over all conditions."""
+    n = len(by_condition[conditions[0].name])
+    return [float(np.concatenate([by_condition[c.name][s] for c in conditions]).mean())
+            for s in range(n)]
+
+
+def _seed_episode_interval(plan, equal, conditions, n_boot: int = 4000,  # noqa: ANN001
+                           confidence: float = 0.95) -> tuple[float, float]:
+    """Percentile interval of ``mean(plan) - mean(equal)`` resampling seeds, then episodes.
+
+    A two-level (cluster) bootstrap (Davison & Hinkley 1997, sec. 3.8): training seed
+    indices are drawn with replacement, then episode indices (the same for both plans and
+    every seed: the episodes are paired), so the spread between BC training seeds counts.
+    """
+    rng = np.random.default_rng(0)
+    a = np.stack([np.concatenate([plan[c.name][s] for c in conditions])
+                  for s in range(len(plan[conditions[0].name]))]).astype(float)
+    b = np.stack([np.concatenate([equal[c.name][s] for c in conditions])
+                  for s in range(len(equal[conditions[0].name]))]).astype(float)
+    seeds = rng.integers(0, len(a), (n_boot, len(a)))
+    eps = rng.integers(0, a.shape[1], (n_boot, a.shape[1]))
+    diff = np.array([a[si][:, ei].mean() - b[si][:, ei].mean()
+                     for si, ei in zip(seeds, eps, strict=True)])
+    alpha = (1.0 - confidence) / 2.0
+    lo, hi = np.quantile(diff, [alpha, 1.0 - alpha])
+    return float(lo), float(hi)
 
 
 def _printer():  # noqa: ANN202 - script

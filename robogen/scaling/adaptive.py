@@ -236,6 +236,39 @@ def allocation_of(curves: CurvesFile, demos: Mapping[str, int], unit: Mapping[st
                       confidence)
 
 
+def plan_round(curves: CurvesFile | Mapping[str, CurveFit], demos: Mapping[str, int],
+               config: AdaptiveConfig, r: int) -> dict[str, int]:
+    """The demonstrations round ``r`` adds, given ``demos`` collected so far (step 1 above).
+
+    Args:
+        curves: The current curves (a ``curves.json`` or curve name -> fit).
+        demos: Curve -> demonstrations collected in rounds ``1 .. r - 1``.
+        config: The loop's settings.
+        r: Round number, 1-based.
+
+    Returns:
+        Curve -> demonstrations to add; their cost is at most ``r * budget / rounds`` minus
+        the cost of ``demos``.
+    """
+    fits = curves.fits() if isinstance(curves, CurvesFile) else dict(curves)
+    names = list(fits)
+    unit = {f.factor: f.unit_cost for f in plan_budget(
+        fits, config.budget, costs=config.costs, method="equal").factors}
+    cum_budget = r * float(config.budget) / config.rounds
+    share = cum_budget - sum(demos[n] * unit[n] for n in names)
+    added = {n: 0 for n in names}
+    if config.method == "equal":  # R rounds of equal end where one equal split does
+        target = plan_budget(fits, cum_budget, costs=config.costs, method="equal").demos
+        added = {n: max(0, target[n] - demos[n]) for n in names}
+        if sum(added[n] * unit[n] for n in names) > share + 1e-9:
+            added = {n: 0 for n in names}
+    if not any(added.values()) and share + 1e-9 >= min(unit.values()):
+        moved = {n: shifted(fits[n], demos[n]) for n in names}
+        added = plan_budget(moved, share, costs=config.costs, method=config.method,
+                            lcb=config.lcb, k=config.k, step=config.step).demos
+    return added
+
+
 def run_adaptive(
     scale_dir: Path,
     config: AdaptiveConfig,
@@ -352,19 +385,10 @@ def _round(scale: Any, scale_dir: Path, config: AdaptiveConfig, r: int, rdir: Pa
     if plan_file.is_file():
         added = {n: int(v) for n, v in json.loads(plan_file.read_text())["added"].items()}
     else:
-        share = cum_budget - spent
-        fits = {n: shifted(curves.curves[n].fit, demos[n]) for n in names}
-        added = {n: 0 for n in names}
-        if config.method == "equal":  # R rounds of equal end where one equal split does
-            target = plan_budget(curves, cum_budget, costs=config.costs, method="equal").demos
-            added = {n: max(0, target[n] - demos[n]) for n in names}
-        if sum(added[n] * unit[n] for n in names) > share + 1e-9:
-            added = {n: 0 for n in names}
-        if not any(added.values()) and share + 1e-9 >= min(unit.values()):
-            added = plan_budget(fits, share, costs=config.costs, method=config.method,
-                                lcb=config.lcb, k=config.k, step=config.step).demos
-        write_atomic(plan_file, json.dumps({"round": r, "budget": cum_budget, "share": share,
-                                            "added": added}, indent=2))
+        added = plan_round(curves, demos, config, r)
+        write_atomic(plan_file, json.dumps({"round": r, "budget": cum_budget,
+                                            "share": cum_budget - spent, "added": added},
+                                           indent=2))
     now = {n: demos[n] + added[n] for n in names}
     planned = allocation_of(curves, now, unit, method=config.method, budget=cum_budget)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import shutil
 
@@ -11,8 +12,15 @@ from typer.testing import CliRunner
 
 from robogen.cli import app
 from robogen.scaling import loop
-from robogen.scaling.adaptive import BAD_ROUNDS, NOT_A_FINISHED_SCALE_RUN, shifted
+from robogen.scaling.adaptive import (
+    BAD_ROUNDS,
+    NOT_A_FINISHED_SCALE_RUN,
+    AdaptiveConfig,
+    plan_round,
+    shifted,
+)
 from robogen.scaling.curves import CurveFit, load_curves
+from robogen.scaling.planner import plan_budget
 
 runner = CliRunner()
 TASK = "robogen/Reach-v0"
@@ -96,14 +104,37 @@ def test_closed_loop_rounds_refit_and_resume_without_rework(scale_dir):
     assert "other settings (method: 'greedy' != 'equal')" in " ".join(res.output.split())
 
 
-def test_equal_in_rounds_ends_at_the_one_shot_equal_split(scale_dir, tmp_path):
-    out = tmp_path / "equal"
-    res = runner.invoke(app, ["plan", "--curves", str(scale_dir / "curves.json"), "--budget",
-                              "5", "--rounds", "2", "--method", "equal", "--out", str(out)])
-    assert res.exit_code == 0, res.output
-    summary = json.loads((out / "summary.json").read_text())
-    assert [r["demos"] for r in summary["rounds"]] == [
-        {"object_pose": 1, "physics": 1}, {"object_pose": 3, "physics": 2}]
+FITS = {"lighting": CurveFit(0.5, -0.2, 10.0), "texture": CurveFit(3.0, -0.8, 10.0),
+        "camera": CurveFit(0.6, -0.4, 5.0)}
+
+
+def _rounds(config, fits=FITS):
+    demos, out = {n: 0 for n in fits}, []
+    for r in range(1, config.rounds + 1):
+        added = plan_round(fits, demos, config, r)
+        demos = {n: demos[n] + added[n] for n in fits}
+        out.append(demos)
+    return out
+
+
+@pytest.mark.parametrize("rounds", [1, 2, 3, 7])
+def test_rounds_on_unchanged_curves_end_at_the_one_shot_plan(rounds):
+    # greedy on concave curves continues where it stopped; equal tops up to the equal split
+    for method in ("greedy", "equal"):
+        got = _rounds(AdaptiveConfig(budget=30, rounds=rounds, method=method))
+        assert got[-1] == plan_budget(FITS, 30, method=method).demos, method
+        for r, demos in enumerate(got, 1):  # never more than the budget so far
+            assert sum(demos.values()) <= r * 30 / rounds + 1e-9
+
+
+@pytest.mark.parametrize("method", ["greedy", "fsc_topk", "equal", "worst_first"])
+def test_each_round_spends_its_share_within_costs(method):
+    config = AdaptiveConfig(budget=40, rounds=4, method=method, costs={"texture": 3})
+    got = _rounds(config)
+    cost = [d["lighting"] + 3 * d["texture"] + d["camera"] for d in got]
+    for r, c in enumerate(cost, 1):
+        assert r * 10 - 1 < c <= r * 10  # the leftover is smaller than the cheapest (1)
+    assert all(b[n] >= a[n] for a, b in itertools.pairwise(got) for n in FITS)  # none taken back
 
 
 def test_shifted_curve_is_the_same_law_after_collected_demos():
