@@ -180,18 +180,18 @@ def _summarize(plans, outcomes, conditions, args, versus) -> dict:  # noqa: ANN0
         print(f"{m:<12} {json.dumps(plan.demos):<48} {k}/{n} = {k / n:.3f} "
               f"[{lo:.3f}, {hi:.3f}]  " + ", ".join(f"{c} {r:.2f}" for c, r in per.items()))
     print(f"\n{'plan - equal':<14} {'planner predicted [95%]':<28} measured [95% paired bootstrap "
-          "over episodes] [95% over training seeds and episodes]")
+          "over episodes] [95% over training seeds]")
     for m in plans:
         if m == "equal":
             continue
         gap = paired_gap(flat[m], flat["equal"], seed=0)
         v = versus.get(m)
-        lo2, hi2 = _seed_episode_interval(outcomes[m], outcomes["equal"], conditions)
+        lo2, hi2 = _seed_interval(outcomes[m], outcomes["equal"], conditions)
         res["vs_equal"][m] = {
             "predicted": None if v is None else v.to_dict(),
             "measured": {"value": gap.gap, "ci_low": gap.ci_low, "ci_high": gap.ci_high,
                          "n10": gap.n10, "n01": gap.n01, "ci_method": gap.ci_method,
-                         "seed_episode_ci": [lo2, hi2]},
+                         "seed_ci": [lo2, hi2]},
             "per_seed": {"plan": _per_seed(outcomes[m], conditions),
                          "equal": _per_seed(outcomes["equal"], conditions)}}
         pred = "(closed loop: none)" if v is None else \
@@ -209,23 +209,21 @@ def _per_seed(by_condition, conditions) -> list[float]:  # noqa: ANN001 - script
             for s in range(n)]
 
 
-def _seed_episode_interval(plan, equal, conditions, n_boot: int = 4000,  # noqa: ANN001
-                           confidence: float = 0.95) -> tuple[float, float]:
-    """Percentile interval of ``mean(plan) - mean(equal)`` resampling seeds, then episodes.
+def _seed_interval(plan, equal, conditions, n_boot: int = 4000,  # noqa: ANN001 - script
+                   confidence: float = 0.95) -> tuple[float, float]:
+    """Percentile interval of ``mean(plan) - mean(equal)`` resampling training seeds.
 
-    A two-level (cluster) bootstrap (Davison & Hinkley 1997, sec. 3.8): training seed
-    indices are drawn with replacement, then episode indices (the same for both plans and
-    every seed: the episodes are paired), so the spread between BC training seeds counts.
+    A cluster bootstrap (Davison & Hinkley 1997, sec. 3.8: resample the top stage only;
+    resampling episodes inside each seed as well would count episode noise twice): seed
+    index ``s`` pairs plan and equal models trained with the same seed, each evaluated on
+    the same episodes, so the spread between BC training seeds counts.
     """
     rng = np.random.default_rng(0)
-    a = np.stack([np.concatenate([plan[c.name][s] for c in conditions])
-                  for s in range(len(plan[conditions[0].name]))]).astype(float)
-    b = np.stack([np.concatenate([equal[c.name][s] for c in conditions])
-                  for s in range(len(equal[conditions[0].name]))]).astype(float)
-    seeds = rng.integers(0, len(a), (n_boot, len(a)))
-    eps = rng.integers(0, a.shape[1], (n_boot, a.shape[1]))
-    diff = np.array([a[si][:, ei].mean() - b[si][:, ei].mean()
-                     for si, ei in zip(seeds, eps, strict=True)])
+    n = len(plan[conditions[0].name])
+    d = np.array([np.concatenate([plan[c.name][s] for c in conditions]).mean()
+                  - np.concatenate([equal[c.name][s] for c in conditions]).mean()
+                  for s in range(n)])
+    diff = d[rng.integers(0, n, (n_boot, n))].mean(axis=1)
     alpha = (1.0 - confidence) / 2.0
     lo, hi = np.quantile(diff, [alpha, 1.0 - alpha])
     return float(lo), float(hi)
