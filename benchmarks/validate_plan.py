@@ -14,6 +14,9 @@ Not a timed test: a script that runs the whole method once and prints what it fi
    models on base + the plan's demonstrations of every factor, and evaluate each on the
    ``test`` condition of every factor in the plan with a fresh evaluation seed (initial states
    and factor draws the curves never saw; the same for both plans, so outcomes are paired).
+   With ``--rounds R`` the closed loop (:func:`robogen.scaling.adaptive.run_adaptive`,
+   ``robogen plan --rounds``) also spends the budget in R rounds on the same scale run, and
+   its final allocation is validated like the one-shot plans (no planner interval for it).
 4. Print the success rate of each plan with its Wilson interval and its measured difference
    from ``equal`` with a paired bootstrap interval over episodes
    (:func:`robogen.reports.stats.paired_gap`), next to the planner's prediction; write
@@ -23,6 +26,9 @@ Usage::
 
     python benchmarks/validate_plan.py                       # Reach, ~5-10 min on 2 cores
     python benchmarks/validate_plan.py --budget 60 --factors object_pose,physics
+    # factors whose curves differ (README "Plan data collection"), with a 3-round closed loop:
+    python benchmarks/validate_plan.py --base 40 --points 0,20,60 --eval-episodes 30 \
+        --n-boot 200 --budget 30 --final-seeds 4 --rounds 3
 """
 
 from __future__ import annotations
@@ -57,6 +63,11 @@ def main() -> None:
     ap.add_argument("--final-episodes", type=int, default=50,
                     help="evaluation episodes per factor and seed")
     ap.add_argument("--steps", type=int, default=None, help="BC steps (default: the loop's)")
+    ap.add_argument("--n-boot", type=int, default=500, help="bootstrap refits per curve")
+    ap.add_argument("--rounds", type=int, default=0,
+                    help="also run the closed loop (robogen plan --rounds) with --loop-method "
+                         "in this many rounds and validate its final allocation (0: off)")
+    ap.add_argument("--loop-method", default="greedy", help="planning method of the loop")
     ap.add_argument("--seed", type=int, default=0, help="run seed of the curves")
     ap.add_argument("--out", type=Path, default=Path("runs/validate_plan"))
     args = ap.parse_args()
@@ -71,7 +82,8 @@ def main() -> None:
     config = loop.ScaleConfig(
         task=args.task, factors=factors, points=loop.parse_points(args.points), base=args.base,
         eval_episodes=args.eval_episodes, seeds=args.seeds, seed=args.seed,
-        severity=args.severity, bc=loop.default_bc_config("state", **overrides))
+        severity=args.severity, n_boot=args.n_boot,
+        bc=loop.default_bc_config("state", **overrides))
     print(f"[1/4] scaling curves of {', '.join(factors)} on {args.task} "
           f"(base {args.base}, points {list(config.points)}, {args.seeds} seeds)", flush=True)
     scale = loop.run_scale(config, args.out / "scale", progress=_printer())
@@ -90,6 +102,22 @@ def main() -> None:
                                    f"{v.high:+.3f}]")
         print(f"  {plan.method}: {plan.demos}  predicted mean success "
               f"{plan.mean_success:.3f}{vs}")
+
+    if args.rounds:
+        from robogen.scaling.adaptive import AdaptiveConfig, run_adaptive
+
+        name = f"{args.loop_method}-{args.rounds}rounds"
+        print(f"[2b/4] closed loop: {name}", flush=True)
+        res = run_adaptive(args.out / "scale", AdaptiveConfig(args.budget, args.rounds,
+                                                              args.loop_method),
+                           out=args.out / name, progress=_printer())
+        for r in res.rounds:
+            print(f"  round {r.round}: +{r.added} -> {r.demos}; predicted "
+                  f"{r.predicted_planned:.3f} before refit, {r.predicted:.3f} after; "
+                  f"measured {({n: round(v, 3) for n, v in r.measured.items()})}")
+        plans[name] = res.final
+        print(f"  {name}: {res.final.demos}  predicted mean success (final curves) "
+              f"{res.final.mean_success:.3f}")
 
     print("[3/4] collect and train", flush=True)
     targets = {"none": config.base}
@@ -151,20 +179,54 @@ def _summarize(plans, outcomes, conditions, args, versus) -> dict:  # noqa: ANN0
                            "per_condition": per}
         print(f"{m:<12} {json.dumps(plan.demos):<48} {k}/{n} = {k / n:.3f} "
               f"[{lo:.3f}, {hi:.3f}]  " + ", ".join(f"{c} {r:.2f}" for c, r in per.items()))
-    print(f"\n{'plan - equal':<14} {'planner predicted [95%]':<28} measured [95% paired bootstrap]")
+    print(f"\n{'plan - equal':<14} {'planner predicted [95%]':<28} measured [95% paired bootstrap "
+          "over episodes] [95% over training seeds]")
     for m in plans:
         if m == "equal":
             continue
         gap = paired_gap(flat[m], flat["equal"], seed=0)
-        v = versus[m]
+        v = versus.get(m)
+        lo2, hi2 = _seed_interval(outcomes[m], outcomes["equal"], conditions)
         res["vs_equal"][m] = {
-            "predicted": v.to_dict(),
+            "predicted": None if v is None else v.to_dict(),
             "measured": {"value": gap.gap, "ci_low": gap.ci_low, "ci_high": gap.ci_high,
-                         "n10": gap.n10, "n01": gap.n01, "ci_method": gap.ci_method}}
-        print(f"{m:<14} {v.difference:+.3f} [{v.low:+.3f}, {v.high:+.3f}]{'':<8} "
-              f"{gap.gap:+.3f} [{gap.ci_low:+.3f}, {gap.ci_high:+.3f}] ({gap.n10} episodes "
-              f"only {m} solved, {gap.n01} only equal)")
+                         "n10": gap.n10, "n01": gap.n01, "ci_method": gap.ci_method,
+                         "seed_ci": [lo2, hi2]},
+            "per_seed": {"plan": _per_seed(outcomes[m], conditions),
+                         "equal": _per_seed(outcomes["equal"], conditions)}}
+        pred = "(closed loop: none)" if v is None else \
+            f"{v.difference:+.3f} [{v.low:+.3f}, {v.high:+.3f}]"
+        print(f"{m:<14} {pred:<28} "
+              f"{gap.gap:+.3f} [{gap.ci_low:+.3f}, {gap.ci_high:+.3f}] [{lo2:+.3f}, {hi2:+.3f}] "
+              f"({gap.n10} episodes only {m} solved, {gap.n01} only equal)")
     return res
+
+
+def _per_seed(by_condition, conditions) -> list[float]:  # noqa: ANN001 - script
+    """Success rate of each training seed's model over all conditions."""
+    n = len(by_condition[conditions[0].name])
+    return [float(np.concatenate([by_condition[c.name][s] for c in conditions]).mean())
+            for s in range(n)]
+
+
+def _seed_interval(plan, equal, conditions, n_boot: int = 4000,  # noqa: ANN001 - script
+                   confidence: float = 0.95) -> tuple[float, float]:
+    """Percentile interval of ``mean(plan) - mean(equal)`` resampling training seeds.
+
+    A cluster bootstrap (Davison & Hinkley 1997, sec. 3.8: resample the top stage only;
+    resampling episodes inside each seed as well would count episode noise twice): seed
+    index ``s`` pairs plan and equal models trained with the same seed, each evaluated on
+    the same episodes, so the spread between BC training seeds counts.
+    """
+    rng = np.random.default_rng(0)
+    n = len(plan[conditions[0].name])
+    d = np.array([np.concatenate([plan[c.name][s] for c in conditions]).mean()
+                  - np.concatenate([equal[c.name][s] for c in conditions]).mean()
+                  for s in range(n)])
+    diff = d[rng.integers(0, n, (n_boot, n))].mean(axis=1)
+    alpha = (1.0 - confidence) / 2.0
+    lo, hi = np.quantile(diff, [alpha, 1.0 - alpha])
+    return float(lo), float(hi)
 
 
 def _printer():  # noqa: ANN202 - script

@@ -10,6 +10,8 @@ Modules:
     :mod:`~robogen.scaling.planner`: budget allocation across factors.
     :mod:`~robogen.scaling.loop`: the ``robogen scale`` loop (collect, train, evaluate, fit;
     resumable), built from :mod:`~robogen.scaling.pipeline`.
+    :mod:`~robogen.scaling.adaptive`: the closed loop of ``robogen plan --rounds``
+    (plan a share of the budget, collect, measure, refit, replan; resumable).
     :mod:`~robogen.scaling.report`: ``scaling.html``.
 
 JAX and matplotlib are imported only when a name that needs them is first used.
@@ -34,6 +36,8 @@ _LAZY = {
     "demo_episode_index": "demos", "factor_condition": "demos",
     "ScaleConfig": "loop", "ScaleOutcome": "loop", "default_bc_config": "loop",
     "run_scale": "loop",
+    "AdaptiveConfig": "adaptive", "AdaptiveOutcome": "adaptive", "RoundResult": "adaptive",
+    "run_adaptive": "adaptive",
     "ModelJob": "pipeline", "collect_demos": "pipeline", "eval_manifest": "pipeline",
     "run_eval": "pipeline", "train_models": "pipeline",
     "render_scaling_html": "report", "write_scaling_html": "report",

@@ -179,14 +179,31 @@ def plan_command(
         help="Write the plan as JSON to this file (or DIR/plan.json for a directory).")] = None,
     report: Annotated[Path | None, typer.Option(
         help="Write the scaling report with this plan (HTML) here.")] = None,
+    rounds: Annotated[int | None, typer.Option(
+        help="Closed loop: spend the budget in this many rounds, collecting, measuring and "
+             "refitting after each (needs --curves SCALE_DIR; --out is the loop directory, "
+             "default SCALE_DIR/adaptive).")] = None,
+    backend: Annotated[str, typer.Option(help="With --rounds: evaluation backend, serial | ray.")
+                       ] = "serial",
 ) -> None:
-    """Split a demonstration budget across factors from their fitted scaling curves."""
+    """Split a demonstration budget across factors from their fitted scaling curves.
+
+    With --rounds R the plan is carried out: each round collects its share of the budget,
+    trains and evaluates BC models where the plan now stands, refits the curves and replans;
+    rerun the same command to resume a killed loop.
+    """
     from rich.console import Console
     from rich.table import Table
 
     from robogen.scaling.curves import load_curves
     from robogen.scaling.planner import plan_budget
 
+    if rounds is None and backend != "serial":
+        _error(f"--backend {backend!r} applies only to the closed loop; add --rounds R")
+    if rounds is not None:
+        _plan_rounds(curves, budget, rounds, cost=cost, method=method, lcb=lcb, k=k, step=step,
+                     task=task, out=out, report=report, backend=backend)
+        return
     if curves.is_dir():  # a scale run directory
         curves = curves / "curves.json"
     cf = _guarded(load_curves, curves, task=task)
@@ -270,3 +287,50 @@ def _print_versus_equal(c: Any, cf: Any, plan: Any, budget: float, **kw: Any) ->
         c.print(f"[bold yellow]no method beats the equal split with {pct} confidence[/] on "
                 "these curves: an equal split is as good a choice as any", highlight=False)
     return versus
+
+
+def _plan_rounds(curves: Path, budget: float, rounds: int, *, cost: str | None, method: str,
+                 lcb: float | None, k: int, step: int, task: str | None, out: Path | None,
+                 report: Path | None, backend: str) -> None:
+    """``robogen plan --rounds``: the closed loop of :mod:`robogen.scaling.adaptive`."""
+    from rich.console import Console
+
+    from robogen.scaling import adaptive
+
+    scale_dir = curves.parent if curves.name == "curves.json" else curves
+    if report is not None and Path(report).is_dir():
+        _error(f"--report {str(report)!r} is a directory; give an .html file path")
+    if out is not None and out.is_file():
+        _error(f"--out {str(out)!r} is a file; with --rounds it is the loop's directory")
+    scale, cf = _guarded(adaptive.load_scale_run, scale_dir)
+    if task is not None and scale.task != task:
+        _error(f"{scale_dir} holds curves of {scale.task!r}, not of --task {task!r}")
+    config = adaptive.AdaptiveConfig(budget=budget, rounds=rounds, method=method,
+                                     costs=_guarded(_costs, cost), k=k, step=step, lcb=lcb)
+    _guarded(adaptive.validate_adaptive, config, cf)
+    with ProgressBars({"train": "steps"}) as bars:
+        res = _guarded(adaptive.run_adaptive, scale_dir, config, out=out, backend=backend,
+                       progress=bars)
+    c = Console()
+    c.print(f"[bold green]closed loop:[/] {config.method}, budget {config.budget:g} in "
+            f"{config.rounds} rounds; {res.trained} models trained, {res.reused} reused",
+            highlight=False)
+    for r in res.rounds:
+        c.print(f"round {r.round} (budget {r.budget:g}, spent {r.spent:g}): added "
+                + ", ".join(f"{n} +{v}" for n, v in r.added.items()) + "  -> "
+                + ", ".join(f"{n} {v}" for n, v in r.demos.items()), highlight=False)
+        c.print(f"  predicted mean success {r.predicted_planned:.3f} before refit, "
+                f"{r.predicted:.3f} after; measured at the new counts: "
+                + ", ".join(f"{n} {v:.2f}" for n, v in r.measured.items()), highlight=False)
+        c.print("  refit: " + "  ".join(f"{n}: a={a:.3g} b={b:.3g} n0={n0:.3g}"
+                                       for n, (a, b, n0) in r.fits.items()), highlight=False)
+    c.print(res.final.table(), highlight=False)
+    if report is not None:
+        from robogen.scaling.curves import load_curves
+        from robogen.scaling.report import write_scaling_html
+
+        last = load_curves(res.out / f"round-{len(res.rounds)}" / "curves.json")
+        _guarded(write_scaling_html, report, last, plans=[res.final])
+        c.print(f"  report: {report}")
+    for label, p in (("summary", res.summary_path), ("report", res.html_path)):
+        c.print(f"  {label}: {p}")

@@ -45,7 +45,7 @@ import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -62,10 +62,14 @@ from robogen.scaling.pipeline import (
     train_models,
 )
 
+if TYPE_CHECKING:
+    from robogen.scaling.curves import FactorCurve
+
 __all__ = [
     "ModelJob", "ScaleConfig", "ScaleOutcome", "collect_demos", "default_bc_config",
-    "eval_manifest", "is_saved", "model_jobs", "model_name", "outcomes_by_condition",
-    "parse_pairs", "parse_points", "run_eval", "run_scale", "train_models", "validate",
+    "eval_manifest", "evaluate_point", "fit_point_curve", "is_saved", "model_jobs", "model_name",
+    "outcomes_by_condition", "parse_pairs", "parse_points", "point_job", "run_eval", "run_scale",
+    "train_models", "validate",
 ]
 
 SCALE_FILE = "scale.json"
@@ -344,15 +348,68 @@ def model_jobs(config: ScaleConfig) -> list[ModelJob]:
     for s in range(config.seeds):
         for curve in config.curves:
             for x in config.points:
-                name = model_name(curve, x, s)
-                counts = {BASE_FACTOR: config.base} | ({curve: x} if x else {})
-                jobs[name] = ModelJob(name, counts, config.train_seed(s))
+                job = point_job(config, curve, x, s)
+                jobs[job.name] = job
     return list(jobs.values())
+
+
+def point_job(config: ScaleConfig, curve: str, x: int, s: int) -> ModelJob:
+    """The model of one curve point: base data plus the first ``x`` demos of ``curve``."""
+    counts = {BASE_FACTOR: config.base} | ({curve: x} if x else {})
+    return ModelJob(model_name(curve, x, s), counts, config.train_seed(s))
 
 
 def model_name(curve: str, x: int, s: int) -> str:
     """Checkpoint directory name of (curve, x, seed index)."""
     return f"{BASE_FACTOR}-x0-s{s}" if x == 0 else f"{curve}-x{x}-s{s}"
+
+
+def evaluate_point(
+    config: ScaleConfig,
+    out: Path,
+    curve: str,
+    x: int,
+    s: int,
+    *,
+    backend: str = "serial",
+    workers: int | None = None,
+    address: str | None = None,
+    progress: Callable[[int, int], None] | None = None,
+) -> np.ndarray:
+    """Evaluate (or reload) the model of point ``(curve, x, s)`` on the curve's ``test`` condition.
+
+    Every point uses the run seed, so episode ``i`` starts from the same initial state and
+    perturbation draw at every ``x`` (paired outcomes). The run dir is
+    ``OUT/evals/<curve>-x<x>-s<s>``; finished work units are kept.
+
+    Returns:
+        ``(eval_episodes,) bool`` success by episode index.
+    """
+    model_dir = (Path(out) / "models" / model_name(curve, x, s)).resolve()
+    cond = factor_condition(curve, config.severity, "test")
+    manifest = eval_manifest(config.task, f"flax:{model_dir}", [cond],
+                             n_episodes=config.eval_episodes, seed=config.seed,
+                             obs_mode=config.obs_mode, image_size=config.image_size,
+                             batch_size=config.eval_batch_size)
+    results = run_eval(Path(out) / "evals" / f"{curve}-x{x}-s{s}", manifest, backend=backend,
+                       workers=workers, address=address, progress=progress)
+    return outcomes_by_condition(results)[cond.name]
+
+
+def fit_point_curve(config: ScaleConfig, curve: str,
+                    outcomes: Mapping[tuple[int, int], np.ndarray]) -> FactorCurve:
+    """Fit one curve from its points' outcomes, ``(x, seed index) -> (n,) bool``.
+
+    Bootstrap over episodes and training seeds with ``config.n_boot`` refits, seeded by the
+    run seed; ``n0`` fixed to the base dataset size (:func:`~robogen.scaling.curves.build_curve`).
+    """
+    from robogen.scaling.curves import build_curve
+
+    keys = sorted(outcomes)
+    return build_curve(
+        curve, [x for x, _ in keys], [outcomes[k] for k in keys],
+        seeds=[config.train_seed(s) for _, s in keys], n_boot=config.n_boot,
+        seed=config.seed, n0=config.base if config.base > 0 else None)
 
 
 # ---- the loop --------------------------------------------------------------------------------
@@ -387,7 +444,7 @@ def run_scale(
     """
     from robogen._atomic import write_atomic
     from robogen.envs import make
-    from robogen.scaling.curves import build_curve, load_curves, write_curves
+    from robogen.scaling.curves import load_curves, write_curves
     from robogen.scaling.curves_plot import curves_plot_png
     from robogen.scaling.report import write_scaling_html
 
@@ -424,23 +481,12 @@ def run_scale(
             if progress:
                 progress("eval", i * config.eval_episodes + done, total)
 
-        model_dir = (out / "models" / model_name(curve, x, s)).resolve()
-        cond = factor_condition(curve, config.severity, "test")
-        manifest = eval_manifest(config.task, f"flax:{model_dir}", [cond],
-                                 n_episodes=config.eval_episodes, seed=config.seed,
-                                 obs_mode=config.obs_mode, image_size=config.image_size,
-                                 batch_size=config.eval_batch_size)
-        results = run_eval(out / "evals" / f"{curve}-x{x}-s{s}", manifest, backend=backend,
-                           workers=workers, address=address, progress=report)
-        outcomes[(curve, x, s)] = outcomes_by_condition(results)[cond.name]
+        outcomes[(curve, x, s)] = evaluate_point(config, out, curve, x, s, backend=backend,
+                                                 workers=workers, address=address,
+                                                 progress=report)
 
-    curves = []
-    for curve in config.curves:
-        keys = [(x, s) for x in config.points for s in range(config.seeds)]
-        curves.append(build_curve(
-            curve, [x for x, _ in keys], [outcomes[(curve, x, s)] for x, s in keys],
-            seeds=[config.train_seed(s) for _, s in keys], n_boot=config.n_boot,
-            seed=config.seed, n0=config.base if config.base > 0 else None))
+    curves = [fit_point_curve(config, curve, {(x, s): o for (c, x, s), o in outcomes.items()
+                                              if c == curve}) for curve in config.curves]
     eps = store.episodes()
     expert = {f: {"episodes": int((eps.factor == f).sum()),
                   "successes": int((eps.success & (eps.factor == f)).sum())} for f in targets}
