@@ -10,7 +10,10 @@ times each:
   400 episodes, with the episodes table, report.{json,md,html} and plots.
 * (B) a plain script: SB3's ``evaluate_policy`` over a ``DummyVecEnv`` of 8
   ``Reacher-v5`` envs wrapped in ``VecNormalize`` with the same statistics
-  (``training=False``, ``norm_reward=False``), 400 episodes, deterministic actions.
+  (``training=False``, ``norm_reward=False``), 400 episodes, deterministic actions,
+  torch's default thread count unless ``--sb3-torch-threads`` is given (robogen's
+  workers run torch on one thread; on a loaded machine torch's default threads cost
+  the SB3 script several times its single-thread CPU time).
 
 Wall time is the child's elapsed time; CPU time is its user + system time
 (``resource.getrusage(RUSAGE_CHILDREN)``). The ratios are A over B (< 1: robogen
@@ -47,7 +50,11 @@ SB3_SCRIPT = textwrap.dedent("""
     from stable_baselines3.common.evaluation import evaluate_policy
     from stable_baselines3.common.vec_env import DummyVecEnv, VecNormalize
 
-    model_path, stats_path, episodes = sys.argv[1], sys.argv[2], int(sys.argv[3])
+    model_path, stats_path, episodes, threads = sys.argv[1], sys.argv[2], int(sys.argv[3]), \
+        int(sys.argv[4])
+    if threads > 0:
+        import torch
+        torch.set_num_threads(threads)
     venv = DummyVecEnv([lambda: gym.make("Reacher-v5") for _ in range(8)])
     venv = VecNormalize.load(stats_path, venv)
     venv.training = False
@@ -79,6 +86,9 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=4, help="runs of each side (alternating)")
     ap.add_argument("--episodes", type=int, default=200,
                     help="episodes per robogen condition (SB3 runs twice as many)")
+    ap.add_argument("--sb3-torch-threads", type=int, default=0,
+                    help="torch threads of the SB3 script (0: torch's default, as a plain "
+                         "script has; robogen's workers use 1)")
     args = ap.parse_args()
     if args.runs < 1 or args.episodes < 1:
         sys.exit(f"--runs and --episodes must be >= 1, got {args.runs} and {args.episodes}")
@@ -98,7 +108,7 @@ def main() -> None:
                            "--videos", "0", "--out", str(Path(tmp) / f"run{run}")]
                 else:
                     cmd = [sys.executable, str(script), str(MODEL), str(STATS),
-                           str(2 * args.episodes)]
+                           str(2 * args.episodes), str(args.sb3_torch_threads)]
                 wall, cpu, _ = _timed(cmd, env)
                 rows[side].append((wall, cpu))
                 print(f"run {run + 1}: {side:<8} wall {wall:6.2f} s  cpu {cpu:6.2f} s", flush=True)
