@@ -492,6 +492,12 @@ def _train_fns(cfg: BCConfig, act_dim: int) -> _TrainFns:
     def loss_fn(params: Any, stats: Any, obs: Any, target: jax.Array) -> jax.Array:
         return jnp.mean((forward(net, params, stats, obs) - target) ** 2)
 
+    def update(params: Any, opt_state: Any, stats: Any, obs: Mapping[str, jax.Array],
+               target: jax.Array) -> tuple[Any, Any, jax.Array]:
+        loss, grads = jax.value_and_grad(loss_fn)(params, stats, obs, target)
+        updates, opt_state = tx.update(grads, opt_state, params)
+        return optax.apply_updates(params, updates), opt_state, loss
+
     def step(st: TrainState, idx: jax.Array, count: jax.Array, stats: Any,
              data: Mapping[str, jax.Array], targets: jax.Array) -> tuple[TrainState, jax.Array]:
         key, k_batch, k_aug = jax.random.split(st.key, 3)
@@ -502,18 +508,33 @@ def _train_fns(cfg: BCConfig, act_dim: int) -> _TrainFns:
         if cfg.color_jitter and "pixels" in obs:
             obs["pixels"] = color_jitter(jax.random.fold_in(k_aug, 1), obs["pixels"],
                                          cfg.color_jitter)
-        loss, grads = jax.value_and_grad(loss_fn)(st.params, stats, obs, targets[rows])
-        updates, opt_state = tx.update(grads, st.opt_state, st.params)
-        params = optax.apply_updates(st.params, updates)
+        params, opt_state, loss = update(st.params, st.opt_state, stats, obs, targets[rows])
         return TrainState(params, opt_state, key, st.step + 1), loss
 
     def run(state: TrainState, idx: jax.Array, count: jax.Array, stats: Any,
             data: Mapping[str, jax.Array], targets: jax.Array, n_steps: int
             ) -> tuple[TrainState, jax.Array]:
-        def body(st: TrainState, _: None) -> tuple[TrainState, jax.Array]:
-            return step(st, idx, count, stats, data, targets)
+        # The MLP step's only randomness is its minibatch. The key chain (the same splits as
+        # `step`) and the rows of all n_steps minibatches are drawn up front, vectorized over
+        # the steps: XLA:CPU lowers each threefry call to a small while loop, so drawing them
+        # inside the training scan ran four nested loops per step (most of the step's
+        # per-operation overhead for small nets). Same random stream, same results as `step`.
+        def next_key(key: jax.Array, _: None) -> tuple[jax.Array, jax.Array]:
+            key, k_batch, _k_aug = jax.random.split(key, 3)
+            return key, k_batch
 
-        return jax.lax.scan(body, state, None, length=n_steps)
+        key, k_batches = jax.lax.scan(next_key, state.key, None, length=n_steps)
+        draws = jax.vmap(lambda k: jax.random.randint(k, (cfg.batch_size,), 0, count))(k_batches)
+        all_rows = idx[draws]  # (n_steps, batch_size)
+
+        def body(st: TrainState, rows: jax.Array) -> tuple[TrainState, jax.Array]:
+            params, opt_state, loss = update(st.params, st.opt_state, stats,
+                                             {name: a[rows] for name, a in data.items()},
+                                             targets[rows])
+            return TrainState(params, opt_state, st.key, st.step + 1), loss
+
+        state, losses = jax.lax.scan(body, state, all_rows)
+        return state.replace(key=key), losses
 
     many_axes = (0, 0, 0, 0, None, None)
     if cfg.arch == "cnn":

@@ -1,0 +1,127 @@
+"""Time ``robogen eval`` against the evaluation loop a Stable-Baselines3 user would write.
+
+Both sides are whole processes (interpreter start, imports, loading, rollouts,
+output), run alternately so that they share the machine's load, ``--runs``
+times each:
+
+* (A) ``robogen eval --env gymnasium/Reacher-v5 --policy sb3:<shipped PPO Reacher>
+  --vecnormalize <its statistics> --axes physics --severities 1 --episodes 200
+  --backend serial --videos 0 --out <tmp>``: nominal + physics at severity 1,
+  400 episodes, with the episodes table, report.{json,md,html} and plots.
+* (B) a plain script: SB3's ``evaluate_policy`` over a ``DummyVecEnv`` of 8
+  ``Reacher-v5`` envs wrapped in ``VecNormalize`` with the same statistics
+  (``training=False``, ``norm_reward=False``), 400 episodes, deterministic actions,
+  torch's default thread count unless ``--sb3-torch-threads`` is given (robogen's
+  workers run torch on one thread; on a loaded machine torch's default threads cost
+  the SB3 script several times its single-thread CPU time).
+
+Wall time is the child's elapsed time; CPU time is its user + system time
+(``resource.getrusage(RUSAGE_CHILDREN)``). The ratios are A over B (< 1: robogen
+is faster), medians over the runs, with every run's pair printed.
+
+Usage::
+
+    python benchmarks/bench_eval_vs_sb3.py              # 4 runs each, 200 episodes per condition
+    python benchmarks/bench_eval_vs_sb3.py --runs 1 --episodes 50
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+CKPT = ROOT / "robogen" / "assets" / "checkpoints"
+MODEL = CKPT / "ppo_reacher.zip"
+STATS = CKPT / "ppo_reacher_vecnormalize.pkl"
+
+SB3_SCRIPT = textwrap.dedent("""
+    import sys
+    import gymnasium as gym
+    from stable_baselines3 import PPO
+    from stable_baselines3.common.evaluation import evaluate_policy
+    from stable_baselines3.common.vec_env import DummyVecEnv, VecNormalize
+
+    model_path, stats_path, episodes, threads = sys.argv[1], sys.argv[2], int(sys.argv[3]), \
+        int(sys.argv[4])
+    if threads > 0:
+        import torch
+        torch.set_num_threads(threads)
+    venv = DummyVecEnv([lambda: gym.make("Reacher-v5") for _ in range(8)])
+    venv = VecNormalize.load(stats_path, venv)
+    venv.training = False
+    venv.norm_reward = False
+    venv.seed(0)
+    model = PPO.load(model_path, device="cpu")
+    returns, lengths = evaluate_policy(model, venv, n_eval_episodes=episodes, deterministic=True,
+                                       return_episode_rewards=True)
+    print(f"sb3: {len(returns)} episodes, mean return {sum(returns) / len(returns):.3f}")
+""")
+
+
+def _timed(cmd: list[str], env: dict[str, str]) -> tuple[float, float, str]:
+    """Run ``cmd``; return its wall time [s], CPU time [s] (user + system) and stdout."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t0 = time.perf_counter()
+    proc = subprocess.run(cmd, env=env, cwd=ROOT, capture_output=True, text=True, check=False)
+    wall = time.perf_counter() - t0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if proc.returncode != 0:
+        sys.exit(f"command failed ({proc.returncode}): {' '.join(cmd)}\n{proc.stderr[-3000:]}")
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return wall, cpu, proc.stdout
+
+
+def main() -> None:
+    """Run A and B alternately ``--runs`` times each and print times and ratios."""
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--runs", type=int, default=4, help="runs of each side (alternating)")
+    ap.add_argument("--episodes", type=int, default=200,
+                    help="episodes per robogen condition (SB3 runs twice as many)")
+    ap.add_argument("--sb3-torch-threads", type=int, default=0,
+                    help="torch threads of the SB3 script (0: torch's default, as a plain "
+                         "script has; robogen's workers use 1)")
+    args = ap.parse_args()
+    if args.runs < 1 or args.episodes < 1:
+        sys.exit(f"--runs and --episodes must be >= 1, got {args.runs} and {args.episodes}")
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "MUJOCO_GL": os.environ.get("MUJOCO_GL", "egl")}
+    rows: dict[str, list[tuple[float, float]]] = {"robogen": [], "sb3": []}
+    with tempfile.TemporaryDirectory(prefix="bench_eval_") as tmp:
+        script = Path(tmp) / "sb3_eval.py"
+        script.write_text(SB3_SCRIPT)
+        for run in range(args.runs):
+            order = ["robogen", "sb3"] if run % 2 == 0 else ["sb3", "robogen"]
+            for side in order:
+                if side == "robogen":
+                    cmd = [sys.executable, "-m", "robogen.cli", "eval",
+                           "--env", "gymnasium/Reacher-v5", "--policy", f"sb3:{MODEL}",
+                           "--vecnormalize", str(STATS), "--axes", "physics", "--severities", "1",
+                           "--episodes", str(args.episodes), "--backend", "serial",
+                           "--videos", "0", "--out", str(Path(tmp) / f"run{run}")]
+                else:
+                    cmd = [sys.executable, str(script), str(MODEL), str(STATS),
+                           str(2 * args.episodes), str(args.sb3_torch_threads)]
+                wall, cpu, _ = _timed(cmd, env)
+                rows[side].append((wall, cpu))
+                print(f"run {run + 1}: {side:<8} wall {wall:6.2f} s  cpu {cpu:6.2f} s", flush=True)
+    for i, ((wa, ca), (wb, cb)) in enumerate(zip(rows["robogen"], rows["sb3"], strict=True)):
+        print(f"pair {i + 1}: wall ratio {wa / wb:.2f}, cpu ratio {ca / cb:.2f}")
+    wall_r = statistics.median(a[0] / b[0] for a, b in zip(rows["robogen"], rows["sb3"],
+                                                           strict=True))
+    cpu_r = statistics.median(a[1] / b[1] for a, b in zip(rows["robogen"], rows["sb3"],
+                                                          strict=True))
+    print(f"robogen eval ({2 * args.episodes} episodes, report included) / SB3 evaluate_policy "
+          f"({2 * args.episodes} episodes): wall {wall_r:.2f}x, cpu {cpu_r:.2f}x (median of "
+          f"{args.runs} alternating pairs; < 1: robogen is faster)")
+
+
+if __name__ == "__main__":
+    main()
