@@ -36,12 +36,14 @@ Actuators (one per joint, same names as the joints) are position servos:
 ``biasprm[1:3]`` by the same factor, or the servo turns into positive
 feedback. ``ctrlrange`` equals the joint range.
 
-Render settings are chosen for CPU speed (software EGL rendering): a
-``SHADOW_SIZE`` shadow map (instead of MuJoCo's 4096) and ``OFFSAMPLES = 0``
-(no multisample anti-aliasing); nominal lights cast no shadow (the lighting
-axis may switch shadows on). An 84x84 frame then costs about 1.4 ms instead
-of 20-35 ms (measured: one shadow-casting light costs ~9 ms per frame with the
-1024 map, ~4 ms with 256, ~45 ms with 4096).
+Render settings are chosen for CPU speed (software EGL rendering): a shadow
+map sized to the image (:func:`shadow_size_for`: 256 px for 84x84 frames, at most
+``SHADOW_SIZE``, instead of MuJoCo's 4096) and ``OFFSAMPLES = 0`` (no multisample
+anti-aliasing); nominal lights cast no shadow (the lighting axis may switch shadows
+on, so the map size changes only shadowed frames). An 84x84 frame then costs about
+1.4 ms instead of 20-35 ms (measured: one shadow-casting light costs ~9 ms per frame
+with the 1024 map, ~4 ms with 256, ~45 ms with 4096; a lighting@1 Push step with an
+84x84 observation 14.4 ms with the 1024 map, 8.7 ms with 256).
 
 Physics: ``TIMESTEP = 0.002`` s with the ``implicitfast`` integrator (stable
 with the servos' velocity feedback) and elliptic friction cones (pyramidal
@@ -67,7 +69,9 @@ TIMESTEP = 0.002
 FRAME_SKIP = 10
 """Physics steps per control step: control period 0.02 s, rate 50 Hz."""
 SHADOW_SIZE = 1024
-"""Shadow map size [px]; small for CPU rendering (MuJoCo's default is 4096)."""
+"""Largest shadow map side [px] :func:`shadow_size_for` picks (MuJoCo's default is 4096)."""
+MIN_SHADOW_SIZE = 256
+"""Smallest shadow map side [px] :func:`shadow_size_for` picks."""
 OFFSAMPLES = 0
 """Multisample anti-aliasing samples of offscreen rendering (0: off, for CPU speed)."""
 OFFSCREEN_SIZE = (640, 480)
@@ -317,6 +321,18 @@ def _add_distractor_slots(spec: mujoco.MjSpec) -> None:
             geom.mass = 0.01
 
 
+def shadow_size_for(width: int, height: int) -> int:
+    """The scene's shadow map side [px] for ``width`` x ``height`` [px] frames.
+
+    The smallest power of two at least twice the larger image side, clamped to
+    [``MIN_SHADOW_SIZE``, ``SHADOW_SIZE``]: 256 up to 128 px frames, 512 up to 256 px,
+    1024 beyond. A shadow-casting light costs a depth pass and a lit pass per frame, and
+    a map much finer than the image only adds to them (see the module docstring).
+    """
+    side = 2 * max(int(width), int(height), 1)
+    return max(MIN_SHADOW_SIZE, min(SHADOW_SIZE, 1 << (side - 1).bit_length()))
+
+
 def build_spec(*, shadowsize: int = SHADOW_SIZE, offsamples: int = OFFSAMPLES) -> mujoco.MjSpec:
     """Build the nominal tabletop scene.
 
@@ -460,5 +476,6 @@ __all__ = [
     "ARM_JOINTS", "CAMERAS", "DISTRACTOR_REGION", "DISTRACTOR_SLOTS", "FINGER_JOINTS", "FRAME_SKIP",
     "HOME_QPOS", "LIGHTS", "LOOK_AT", "NUM_DISTRACTOR_SLOTS", "OFFSAMPLES", "ROBOT_ACTUATORS",
     "ROBOT_BODIES", "ROBOT_JOINTS", "SHADOW_SIZE", "TABLE_TOP_Z", "TIMESTEP", "build_model",
+    "MIN_SHADOW_SIZE", "shadow_size_for",
     "build_spec", "look_at_quat", "SceneIds",
 ]
