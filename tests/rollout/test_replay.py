@@ -133,3 +133,20 @@ def test_only_a_policy_without_slots_runs_an_episode_alone(tmp_path) -> None:
             worker.run_unit(WorkUnit(0, m.conditions[0], (0, 1)), alone=1)
     finally:
         worker.close()
+
+
+def test_a_failure_video_records_the_camera_it_was_filmed_from(tmp_path) -> None:
+    from robogen.reports.video import read_video_info
+    from robogen.rollout.runner import evaluate
+
+    for obs_mode, camera in (("pixels", "side"), ("state", "front")):  # observation camera
+        cfg = load_eval_config(
+            None, env="robogen/Reach-v0", policy="random", episodes=2, batch_size=2,
+            axes=["texture"], severities=[1.0], combined=False, max_steps=5, backend="serial",
+            videos=1, obs_mode=obs_mode, camera="side", out=tmp_path / obs_mode,
+        )
+        run_dir = evaluate(cfg).run_dir
+        videos = sorted((run_dir / "videos").glob("*.mp4"))
+        assert videos
+        info = read_video_info(videos[0])
+        assert info is not None and info.camera == camera, obs_mode
