@@ -126,6 +126,12 @@ OBJECT_GEOM = "object_geom"
 TARGET_BODY = "target"
 TARGET_GEOM = "target_geom"
 FLOOR_GEOM = "floor"
+FLOOR_GRID = 0.5
+"""Spacing of the floor plane's render grid [m] (``size[2]`` of a MuJoCo plane): the plane
+is drawn as (6 m / spacing)^2 quads in every pass. Lit by directional lights and seen by a
+non-local viewer, a flat plane shades the same at any spacing, so frames without shadows
+are identical to the former 0.05 m grid (14,400 quads), which cost ~28% of an 84x84 frame
+and ~32% of a frame with two shadow-casting lights in software rendering."""
 TABLE_GEOM = "table_top"
 LIGHTS = ("key_light", "fill_light")
 CAMERAS = ("front", "top", "side")
@@ -397,7 +403,7 @@ def build_spec(*, shadowsize: int = SHADOW_SIZE, offsamples: int = OFFSAMPLES) -
     floor = world.add_geom()
     floor.name = FLOOR_GEOM
     floor.type = mujoco.mjtGeom.mjGEOM_PLANE
-    floor.size = [3.0, 3.0, 0.05]
+    floor.size = [3.0, 3.0, FLOOR_GRID]
     floor.material = "floor_mat"
 
     table = world.add_body()
@@ -476,6 +482,6 @@ __all__ = [
     "ARM_JOINTS", "CAMERAS", "DISTRACTOR_REGION", "DISTRACTOR_SLOTS", "FINGER_JOINTS", "FRAME_SKIP",
     "HOME_QPOS", "LIGHTS", "LOOK_AT", "NUM_DISTRACTOR_SLOTS", "OFFSAMPLES", "ROBOT_ACTUATORS",
     "ROBOT_BODIES", "ROBOT_JOINTS", "SHADOW_SIZE", "TABLE_TOP_Z", "TIMESTEP", "build_model",
-    "MIN_SHADOW_SIZE", "shadow_size_for",
+    "FLOOR_GRID", "MIN_SHADOW_SIZE", "shadow_size_for",
     "build_spec", "look_at_quat", "SceneIds",
 ]

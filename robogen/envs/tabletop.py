@@ -413,8 +413,9 @@ class ReachEnv(TabletopEnv):
 
     ## Version History
 
-    * v0: initial version. The default shadow map is sized to the image (256 px for
-      84x84, was 1024; recorded as ``render.shadowsize`` in every manifest): only frames
+    * v0: initial version. Later, for CPU rendering speed: the default shadow map is
+      sized to the image (256 px for 84x84, was 1024; recorded as ``render.shadowsize``
+      in every manifest) and the floor's render grid is 0.5 m (was 0.05 m); only frames
       with a shadow-casting light (lighting axis) differ.
     """
 
@@ -460,8 +461,9 @@ class PushEnv(TabletopEnv):
 
     ## Version History
 
-    * v0: initial version. The default shadow map is sized to the image (256 px for
-      84x84, was 1024; recorded as ``render.shadowsize`` in every manifest): only frames
+    * v0: initial version. Later, for CPU rendering speed: the default shadow map is
+      sized to the image (256 px for 84x84, was 1024; recorded as ``render.shadowsize``
+      in every manifest) and the floor's render grid is 0.5 m (was 0.05 m); only frames
       with a shadow-casting light (lighting axis) differ.
     """
 
@@ -514,8 +516,9 @@ class PickPlaceEnv(TabletopEnv):
 
     ## Version History
 
-    * v0: initial version. The default shadow map is sized to the image (256 px for
-      84x84, was 1024; recorded as ``render.shadowsize`` in every manifest): only frames
+    * v0: initial version. Later, for CPU rendering speed: the default shadow map is
+      sized to the image (256 px for 84x84, was 1024; recorded as ``render.shadowsize``
+      in every manifest) and the floor's render grid is 0.5 m (was 0.05 m); only frames
       with a shadow-casting light (lighting axis) differ.
     """
 

@@ -294,3 +294,38 @@ def test_the_shadow_map_size_changes_only_shadowed_frames():
     assert np.array_equal(frames[256][0], frames[1024][0])
     for size in (256, 1024):
         assert not np.array_equal(frames[size][0], frames[size][1])  # shadows drawn
+
+
+@pytest.mark.parametrize("axis", ["none", "texture", "camera", "distractors", "embodiment"])
+def test_the_floor_grid_changes_no_frame_without_shadows(axis):
+    """The floor's render grid (``FLOOR_GRID`` 0.5 m) draws the same frames as the former
+    0.05 m grid, which the shipped pixel policies were trained on: only shadows differ."""
+    import mujoco
+
+    from robogen.envs import make
+    from robogen.perturbations.wrapper import PerturbedEnv
+    from robogen.types import AxisLevel
+
+    env = PerturbedEnv(make("robogen/Push-v0", obs_mode="pixels"))
+    env.set_levels(() if axis == "none" else (AxisLevel(axis, 1.0),))
+    env.reset(seed=7, options={"perturbation_seed": 11})
+    for _ in range(5):
+        env.step(env.action_space.sample())
+    scene = find_scene(env)
+    floor = mujoco.mj_name2id(scene.model, mujoco.mjtObj.mjOBJ_GEOM, sc.FLOOR_GEOM)
+    assert scene.model.geom_size[floor, 2] == sc.FLOOR_GRID == 0.5
+    def frames() -> tuple[np.ndarray, np.ndarray]:
+        now = scene.render_frame(None, 84, 84)
+        scene.model.geom_size[floor, 2] = 0.05
+        scene.close()  # the plane's grid is built with the renderer's context
+        before = scene.render_frame(None, 84, 84)
+        scene.model.geom_size[floor, 2] = sc.FLOOR_GRID
+        scene.close()
+        return now, before
+
+    now, before = frames()
+    assert np.array_equal(now, before)
+    scene.model.light_castshadow[:] = 1  # shadows on the floor do depend on its grid
+    now, before = frames()
+    env.close()
+    assert not np.array_equal(now, before)
