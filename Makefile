@@ -7,7 +7,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.robogen-installed
 export MUJOCO_GL ?= egl
-DEMO_EPISODES ?= 50
+DEMO_EPISODES ?= 72
 DEMO_OUT ?= runs/demo
 
 .PHONY: setup setup-fetch setup-metaworld setup-suites demo test check-slow bench preview lint clean

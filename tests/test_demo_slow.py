@@ -1,8 +1,16 @@
-"""The demo's evaluations end to end (make check-slow): known success rates and interval widths."""
+"""The demo's evaluations end to end (make check-slow): known success rates and interval widths.
+
+``test_demo_pixel_policies`` runs what ``make demo`` runs (the shipped pixel policies, plain
+and augmented, on Push: nominal, seven axes and combined at severity 1, ``DEMO_EPISODES``
+from the Makefile, one failure video per axis, seed 0); the other two are the state-policy
+evaluations the demo ran before.
+"""
 
 from __future__ import annotations
 
 import json
+import re
+from pathlib import Path
 
 import pytest
 
@@ -49,3 +57,50 @@ def test_demo_pickplace_expert(tmp_path):
     conds = {c["condition"]: c for c in report["conditions"]}
     assert conds["nominal"]["successes"] == 80  # the expert succeeds in every nominal episode
     assert conds["nominal"]["ci_low"] > 0.95
+
+
+ROOT = Path(__file__).resolve().parents[1]
+POLICIES = ROOT / "robogen" / "assets" / "policies"
+
+
+def _demo_episodes() -> int:
+    match = re.search(r"^DEMO_EPISODES \?= (\d+)$", (ROOT / "Makefile").read_text(), re.M)
+    assert match, "Makefile has no DEMO_EPISODES ?= N"
+    return int(match.group(1))
+
+
+def test_demo_pixel_policies(tmp_path):
+    """The demo's promise: every gap interval narrower than +-0.15, the plain policy's
+    nominal success the measured one, a visual gap excluding 0, a comparison of the two
+    policies on every condition, and failure videos filmed from the observation camera."""
+    from robogen.rollout.multi import evaluate_policies
+
+    from robogen.reports.video import read_video_info
+
+    n = _demo_episodes()
+    cfg = load_eval_config(None, env="robogen/Push-v0", obs_mode="state+pixels",
+                           policy="random", severities=[1.0], episodes=n, seed=0, videos=1,
+                           out=tmp_path / "demo")
+    uris = [f"flax:{POLICIES / f'push_pixels_{v}'}" for v in ("plain", "augmented")]
+    outcome = evaluate_policies(cfg, uris)
+    measured = json.loads((POLICIES / "measured.json").read_text())
+    for run, variant in zip(outcome.runs, ("plain", "augmented"), strict=True):
+        report = json.loads((run.run_dir / "report.json").read_text())
+        conds = {c["condition"]: c for c in report["conditions"]}
+        assert len(conds) == 1 + 7 + 1 and all(c["n"] == n for c in conds.values())
+        low, high = measured[variant]
+        assert low <= conds["nominal"]["success_rate"] <= high, variant
+        assert len(report["gaps"]) == 7 and len(report["combined_gaps"]) == 1
+        for g in report["gaps"] + report["combined_gaps"]:
+            assert g["status"] == "ok", (variant, g["condition"])
+            assert (g["ci_high"] - g["ci_low"]) / 2 < 0.15, (variant, g["condition"])
+        gaps = {g["condition"]: g for g in report["gaps"]}
+        if variant == "plain":
+            assert gaps["texture@1"]["ci_low"] > 0
+        videos = sorted((run.run_dir / "videos").glob("*.mp4"))
+        assert len(videos) >= 5
+        assert all(read_video_info(v).camera == "front" for v in videos)  # type: ignore[union-attr]
+    compare = json.loads(outcome.files["json"].read_text())
+    assert len(compare["conditions"]) == 8
+    assert len(compare["differences"]) == 8
+    assert outcome.files["html"].stat().st_size > 20_000

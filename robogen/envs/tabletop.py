@@ -148,7 +148,7 @@ class TabletopEnv(gym.Env[Any, np.ndarray]):
         height: int = 84,
         camera: str = "front",
         render_mode: str | None = None,
-        shadowsize: int = sc.SHADOW_SIZE,
+        shadowsize: int | None = None,
         offsamples: int = sc.OFFSAMPLES,
     ) -> None:
         check_obs_mode(obs_mode)
@@ -160,6 +160,8 @@ class TabletopEnv(gym.Env[Any, np.ndarray]):
             raise UnknownNameError("camera", camera, sc.CAMERAS)
         if render_mode not in (None, "rgb_array"):
             raise InvalidSpecError(f"render_mode must be None or 'rgb_array', got {render_mode!r}")
+        if shadowsize is None:
+            shadowsize = sc.shadow_size_for(width, height)
         self._init_kwargs = dict(obs_mode=obs_mode, width=int(width), height=int(height),
                                  camera=camera, render_mode=render_mode,
                                  shadowsize=int(shadowsize), offsamples=int(offsamples))
@@ -411,7 +413,10 @@ class ReachEnv(TabletopEnv):
 
     ## Version History
 
-    * v0: initial version.
+    * v0: initial version. Later, for CPU rendering speed: the default shadow map is
+      sized to the image (256 px for 84x84, was 1024; recorded as ``render.shadowsize``
+      in every manifest) and the floor's render grid is 0.5 m (was 0.05 m); only frames
+      with a shadow-casting light (lighting axis) differ.
     """
 
     env_id = "robogen/Reach-v0"
@@ -456,7 +461,10 @@ class PushEnv(TabletopEnv):
 
     ## Version History
 
-    * v0: initial version.
+    * v0: initial version. Later, for CPU rendering speed: the default shadow map is
+      sized to the image (256 px for 84x84, was 1024; recorded as ``render.shadowsize``
+      in every manifest) and the floor's render grid is 0.5 m (was 0.05 m); only frames
+      with a shadow-casting light (lighting axis) differ.
     """
 
     env_id = "robogen/Push-v0"
@@ -508,7 +516,10 @@ class PickPlaceEnv(TabletopEnv):
 
     ## Version History
 
-    * v0: initial version.
+    * v0: initial version. Later, for CPU rendering speed: the default shadow map is
+      sized to the image (256 px for 84x84, was 1024; recorded as ``render.shadowsize``
+      in every manifest) and the floor's render grid is 0.5 m (was 0.05 m); only frames
+      with a shadow-casting light (lighting axis) differ.
     """
 
     env_id = "robogen/PickPlace-v0"
@@ -556,7 +567,8 @@ def default_render_settings(
     width: int = 84, height: int = 84, camera: str = "front"
 ) -> RenderSettings:
     """The render settings the tabletop tasks use unless told otherwise."""
-    return RenderSettings(width=width, height=height, camera=camera, shadowsize=sc.SHADOW_SIZE,
+    return RenderSettings(width=width, height=height, camera=camera,
+                          shadowsize=sc.shadow_size_for(width, height),
                           offsamples=sc.OFFSAMPLES, mujoco_gl=os.environ.get("MUJOCO_GL", ""))
 
 
@@ -577,7 +589,8 @@ def make_task(
         max_steps: Step limit (None: the registered default: 100/150/200).
         render: Pixel settings: width, height and camera (``""``: ``front``) are
             used; a non-zero ``shadowsize`` / ``offsamples`` replaces the scene's
-            (0 means "the scene's own": ``SHADOW_SIZE`` = 1024, ``OFFSAMPLES`` = 0;
+            (0 means "the scene's own": a map sized to the image, 256 px for 84x84, see
+            :func:`~robogen.envs.scene.shadow_size_for`, and ``OFFSAMPLES`` = 0;
             pass ``shadowsize=0`` as a keyword to disable the shadow map).
             The settings in effect are ``env.unwrapped.render_settings``.
             None: :func:`default_render_settings`.

@@ -16,6 +16,7 @@ from robogen.rollout.replay import (
     NOT_FILMED,
     VIDEO_DIR,
     VIDEO_INDEX,
+    film_camera,
     read_video_index,
     record_episode,
     replay_differences,
@@ -63,14 +64,18 @@ def film_failures(
         return {}
     out: dict[str, str] = {}
     worker = EpisodeWorker(m)
+    camera = film_camera(worker)
     stored = {(x.condition, x.episode_index): x for x in results}
     try:
         for axis, r in picks:
             i = r.episode_index
-            nom_res, nom_frames = record_episode(worker, stored_unit(m, "nominal", i),
-                                                 episode_index=i)
-            per_res, per_frames = replay_episode(worker, r)
             nom_stored = stored.get(("nominal", i))
+            if nom_stored is not None:
+                nom_res, nom_frames = replay_episode(worker, nom_stored)
+            else:
+                nom_res, nom_frames = record_episode(worker, stored_unit(m, "nominal", i),
+                                                     episode_index=i)
+            per_res, per_frames = replay_episode(worker, r)
             same = not replay_differences(r, per_res) and (
                 nom_stored is None or not replay_differences(nom_stored, nom_res))
             rel = Path(VIDEO_DIR) / f"{_slug(r.condition)}-ep{i:04d}.mp4"
@@ -84,6 +89,7 @@ def film_failures(
                     f"{r.condition} ({'success' if per_res.success else per_res.cause}"
                     f"{'' if same else ', replay differs'})",
                 ),
+                camera=camera,
             )
             out[f"{axis}: {r.condition} episode {i}"] = str(rel)
         index = store.run_dir / VIDEO_DIR / VIDEO_INDEX

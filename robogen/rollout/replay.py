@@ -2,13 +2,17 @@
 
 Episodes are deterministic functions of (run seed, episode index, condition),
 so a failure is filmed after the run by replaying it with rendering on, instead
-of rendering every episode during the evaluation. A replay runs the episode's whole
-stored work unit again (the same lockstep batch, filming only that episode): a
-policy's batched arithmetic may depend on the batch's composition (an SB3 MLP run on
-a batch of one differs from the same rows in a batch of eight in the last bits, and
-the episode return by ~1e-8), so only the same batch reproduces the stored episode
-exactly. Each video's label says whether the replay reproduced the stored episode
-(success, cause, return and length, compared exactly).
+of rendering every episode during the evaluation. A policy's batched arithmetic may
+depend on the batch's shape and on a row's place in it (an SB3 MLP run on a batch of
+one differs from the same rows in a batch of eight in the last bits, and the episode
+return by ~1e-8; XLA's convolutions of a Flax CNN likewise), so a replay keeps the
+stored unit's batch layout. It first runs the episode alone in that layout (its row at
+its place, the other rows copies of it: ``EpisodeWorker.run_unit(alone=...)``, one env
+stepped instead of the unit's eight); if that does not reproduce the stored episode
+exactly, or the policy cannot run an episode alone (it takes ``slots`` or reads the
+simulator), it runs the whole unit again, filming only that episode. Each video's
+label says whether the replay reproduced the stored episode (success, cause, return
+and length, compared exactly).
 """
 
 from __future__ import annotations
@@ -30,16 +34,26 @@ NOT_FILMED = ("worker_died", "infra_timeout", "infra_error")
 """Causes of failures never replayed for a video."""
 
 
+def film_camera(worker: Any) -> str:
+    """The camera failure videos are filmed from: the scene's first camera role (its
+    observation camera), ``""`` for a scene without one (MuJoCo's free camera)."""
+    cameras = worker.scenes[0].roles.cameras
+    return str(cameras[0]) if cameras else ""
+
+
 def record_episode(
-    worker: Any, unit: WorkUnit, size: int = VIDEO_SIZE, episode_index: int | None = None
+    worker: Any, unit: WorkUnit, size: int = VIDEO_SIZE, episode_index: int | None = None,
+    *, alone: bool = False,
 ) -> tuple[EpisodeResult, np.ndarray]:
-    """Run ``unit`` with ``worker``, filming one of its episodes.
+    """Run ``unit`` with ``worker``, filming one of its episodes from :func:`film_camera`.
 
     Args:
         worker: An :class:`~robogen.rollout.worker.EpisodeWorker` of the run's manifest.
         unit: The unit to run (all its episodes run, as one batch).
         size: Side of the frames [px].
         episode_index: The episode filmed (default: the unit's first).
+        alone: Run only the filmed episode, in the unit's batch layout
+            (``EpisodeWorker.run_unit(alone=...)``; needs ``worker.can_run_alone()``).
 
     Returns:
         The filmed episode's result and its ``(T, size, size, 3) uint8`` frames (T: its
@@ -52,14 +66,15 @@ def record_episode(
         raise ValueError(f"episode {wanted} is not in unit {unit.unit_id} "
                          f"(episodes {list(unit.episode_indices)})")
     frames: list[np.ndarray] = []
+    camera = film_camera(worker) or None
 
     def hook(episode: int, env: Any) -> None:
         if episode == wanted:
-            frames.append(find_scene(env).render_frame(None, size, size))
+            frames.append(find_scene(env).render_frame(camera, size, size))
 
     worker.frame_hook = hook
     try:
-        results = worker.run_unit(unit)
+        results = worker.run_unit(unit, alone=wanted if alone else None)
     finally:
         worker.frame_hook = None
     if not frames:
@@ -82,7 +97,11 @@ def stored_unit(manifest: EvalManifest, condition: str, episode_index: int) -> W
 
 def replay_episode(worker: Any, result: EpisodeResult, size: int = VIDEO_SIZE
                    ) -> tuple[EpisodeResult, np.ndarray]:
-    """Replay the stored episode ``result`` exactly: its whole unit again, filming it.
+    """Replay the stored episode ``result`` exactly, filming it.
+
+    The episode runs alone in its unit's batch layout when the policy allows it; if that
+    does not reproduce ``result`` exactly (:func:`replay_differences`), its whole unit
+    runs again (see the module docstring).
 
     Args:
         worker: An :class:`~robogen.rollout.worker.EpisodeWorker` of the run's manifest.
@@ -93,6 +112,10 @@ def replay_episode(worker: Any, result: EpisodeResult, size: int = VIDEO_SIZE
         The replayed episode's result and its ``(T, size, size, 3) uint8`` frames.
     """
     unit = stored_unit(worker.manifest, result.condition, result.episode_index)
+    if worker.can_run_alone():
+        replayed = record_episode(worker, unit, size, result.episode_index, alone=True)
+        if not replay_differences(result, replayed[0]):
+            return replayed
     return record_episode(worker, unit, size, episode_index=result.episode_index)
 
 

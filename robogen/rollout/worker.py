@@ -218,8 +218,39 @@ class EpisodeWorker:
             except Exception:  # noqa: BLE001 - closing is best effort (EGL teardown noise)
                 pass
 
-    def run_unit(self, unit: WorkUnit) -> list[EpisodeResult]:
-        """Run every episode of ``unit`` as one lockstep batch; never raises for an episode."""
+    @property
+    def scenes(self) -> tuple[Any, ...]:
+        """The :class:`~robogen.envs.base.MujocoScene` of each env slot (at least one)."""
+        from robogen.envs.base import find_scene
+
+        return tuple(find_scene(e) for e in self._envs)
+
+    def can_run_alone(self) -> bool:
+        """Whether :meth:`run_unit` may run one episode ``alone`` (see there): the policy is
+        loaded, takes every row of the batch (no ``slots``) and reads no simulator state."""
+        from robogen.policies.base import PrivilegedPolicy
+
+        return (self._load_policy() and not self._takes_slots
+                and not isinstance(self.policy, PrivilegedPolicy))
+
+    def run_unit(self, unit: WorkUnit, *, alone: int | None = None) -> list[EpisodeResult]:
+        """Run every episode of ``unit`` as one lockstep batch; never raises for an episode.
+
+        Args:
+            unit: The unit.
+            alone: Run only this episode of the unit (a replay for a video): its env is the
+                only one stepped, but the policy still sees the unit's batch layout (as many
+                rows, this episode's at its own row, every other row a copy of it), so a
+                policy whose rows do not depend on the other rows' contents acts exactly as
+                in the whole unit. Needs :meth:`can_run_alone`.
+
+        Returns:
+            One result per episode of the unit (only ``alone``'s when given).
+
+        Raises:
+            ValueError: If ``alone`` is not an episode of ``unit`` or the policy cannot run
+                an episode alone.
+        """
         m = self.manifest
         if not self._load_policy():
             error = NO_POLICY.format(error=self.load_error)
@@ -228,11 +259,21 @@ class EpisodeWorker:
                                 changed_axes=(), wall_time_s=0.0)
                     for i in unit.episode_indices]
         n = len(unit.episode_indices)
-        self._ensure_envs(n)
-        envs = self._envs[:n]
+        if alone is None:
+            rows = list(range(n))
+        elif alone in unit.episode_indices and self.can_run_alone():
+            rows = [unit.episode_indices.index(alone)]
+        else:
+            raise ValueError(f"cannot run episode {alone} of unit {unit.unit_id} (episodes "
+                             f"{list(unit.episode_indices)}) alone with policy {m.policy!r}")
+        self._ensure_envs(len(rows))
+        envs: dict[int, Any] = dict(zip(rows, self._envs, strict=False))  # slot -> env
         start = time.perf_counter()
         slots = [_Slot(i, episode_seed(m.seed, i)) for i in unit.episode_indices]
-        for env, slot in zip(envs, slots, strict=True):
+        for k, slot in enumerate(slots):
+            slot.done = k not in envs  # not run: its row repeats the episode run alone
+        for k, env in envs.items():
+            slot = slots[k]
             env.set_levels(unit.condition.levels)
             try:
                 slot.obs, info = env.reset(
@@ -250,9 +291,9 @@ class EpisodeWorker:
                 self._finish(slot, start, cause="sim_unstable", error=_short_error(e))
         self._resolve_frames(slots, range(n), start, setup=True)
         if self.frame_hook is not None:  # videos start with the reset frame
-            for env, slot in zip(envs, slots, strict=True):
-                if not slot.done:
-                    self.frame_hook(slot.episode_index, env)
+            for k, env in envs.items():
+                if not slots[k].done:
+                    self.frame_hook(slots[k].episode_index, env)
         try:
             if self._takes_seeds:
                 self.policy.reset(list(range(n)), seeds=[s.seed for s in slots])
@@ -262,7 +303,7 @@ class EpisodeWorker:
             for slot in slots:
                 if not slot.done:
                     self._finish(slot, start, cause=_error_cause(e), error=_short_error(e))
-        action_space = envs[0].action_space
+        action_space = self._envs[0].action_space
         low, high = getattr(action_space, "low", None), getattr(action_space, "high", None)
         # With deferred frames and a policy that acts on any subset of slots, the batch
         # runs as two interleaved halves: one half's frames are drawn on the render thread
@@ -289,7 +330,7 @@ class EpisodeWorker:
             for k, slot in enumerate(slots):
                 latency = float(self._latency.episode_latency_ms(k))
                 slot.latency_ms = latency if math.isfinite(latency) else None
-        return [self._result(unit, s) for s in slots]
+        return [self._result(unit, slots[k]) for k in rows]
 
     def _resolve_frames(
         self, slots: list[_Slot], rows: Any, start: float, setup: bool = False

@@ -173,7 +173,7 @@ def test_scene_protocol_and_roles():
     assert roles.robot_bodies[0] == "arm_base" and roles.cameras[0] == "front"
     assert set(roles.lights) == {"key_light", "fill_light"}
     assert not model.light_castshadow.any()
-    assert model.vis.quality.shadowsize == sc.SHADOW_SIZE and model.vis.quality.offsamples == 0
+    assert model.vis.quality.shadowsize == 256 and model.vis.quality.offsamples == 0  # 84x84
     assert len(roles.distractor_slots) == sc.NUM_DISTRACTOR_SLOTS == 6
     for slot in roles.distractor_slots:
         assert model.body(slot).mocapid[0] >= 0
@@ -242,7 +242,7 @@ def test_make_via_robogen_envs():
     scene = find_scene(env)
     assert scene.model.vis.quality.shadowsize == 512 == scene.render_settings.shadowsize
     default = find_scene(make("robogen/Push-v0", obs_mode="pixels", render=RenderSettings()))
-    assert default.render_settings.shadowsize == sc.SHADOW_SIZE  # 0 means "the scene's own"
+    assert default.render_settings.shadowsize == 256  # 0 means "the scene's own": 84x84 -> 256
     for _ in range(7):
         *_, terminated, truncated, _ = env.step(np.zeros(6, np.float32))
     assert truncated or terminated
@@ -269,3 +269,63 @@ def test_scene_builder_is_fresh_and_deterministic():
     assert sc.TIMESTEP == ma.opt.timestep == 0.002
     assert int(ma.opt.integrator) == int(mujoco.mjtIntegrator.mjINT_IMPLICITFAST)
     assert int(ma.opt.cone) == int(mujoco.mjtCone.mjCONE_ELLIPTIC)
+
+
+def test_the_shadow_map_is_sized_to_the_image():
+    assert [sc.shadow_size_for(w, h) for w, h in ((84, 84), (32, 48), (128, 128), (129, 64),
+                                                  (256, 200), (640, 480))] == [
+        256, 256, 256, 512, 512, 1024]
+
+
+def test_the_shadow_map_size_changes_only_shadowed_frames():
+    """Nominal lights cast no shadow: the nominal frame is the same with any map size, so a
+    policy trained on the 1024 map sees the same nominal images; a shadow-casting light
+    (the lighting axis) shows in both."""
+    from robogen.envs import make
+
+    frames = {}
+    for size in (256, 1024):
+        scene = find_scene(make("robogen/Push-v0", obs_mode="pixels",
+                                render=RenderSettings(shadowsize=size)))
+        scene.reset(seed=4)
+        nominal = scene.render_frame(None, 84, 84)
+        scene.model.light_castshadow[:] = 1
+        frames[size] = (nominal, scene.render_frame(None, 84, 84))
+    assert np.array_equal(frames[256][0], frames[1024][0])
+    for size in (256, 1024):
+        assert not np.array_equal(frames[size][0], frames[size][1])  # shadows drawn
+
+
+@pytest.mark.parametrize("axis", ["none", "texture", "camera", "distractors", "embodiment"])
+def test_the_floor_grid_changes_no_frame_without_shadows(axis):
+    """The floor's render grid (``FLOOR_GRID`` 0.5 m) draws the same frames as the former
+    0.05 m grid, which the shipped pixel policies were trained on: only shadows differ."""
+    import mujoco
+
+    from robogen.envs import make
+    from robogen.perturbations.wrapper import PerturbedEnv
+    from robogen.types import AxisLevel
+
+    env = PerturbedEnv(make("robogen/Push-v0", obs_mode="pixels"))
+    env.set_levels(() if axis == "none" else (AxisLevel(axis, 1.0),))
+    env.reset(seed=7, options={"perturbation_seed": 11})
+    for _ in range(5):
+        env.step(env.action_space.sample())
+    scene = find_scene(env)
+    floor = mujoco.mj_name2id(scene.model, mujoco.mjtObj.mjOBJ_GEOM, sc.FLOOR_GEOM)
+    assert scene.model.geom_size[floor, 2] == sc.FLOOR_GRID == 0.5
+    def frames() -> tuple[np.ndarray, np.ndarray]:
+        now = scene.render_frame(None, 84, 84)
+        scene.model.geom_size[floor, 2] = 0.05
+        scene.close()  # the plane's grid is built with the renderer's context
+        before = scene.render_frame(None, 84, 84)
+        scene.model.geom_size[floor, 2] = sc.FLOOR_GRID
+        scene.close()
+        return now, before
+
+    now, before = frames()
+    assert np.array_equal(now, before)
+    scene.model.light_castshadow[:] = 1  # shadows on the floor do depend on its grid
+    now, before = frames()
+    env.close()
+    assert not np.array_equal(now, before)

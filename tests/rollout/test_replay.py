@@ -81,3 +81,72 @@ def test_replay_differences_name_what_differs() -> None:
     assert replay_differences(a, b) == [f"return {-3.25!r} -> {-3.25 + 1e-8!r}"]
     c = dataclasses.replace(a, success=True, cause=None, length_steps=20)
     assert replay_differences(a, c) == ["outcome timeout -> success", "length 50 -> 20"]
+
+
+PIXEL_POLICY = "flax:robogen/assets/policies/push_pixels_plain"
+
+
+def test_an_episode_replayed_alone_is_the_stored_one(tmp_path) -> None:
+    """The shipped pixel policy's rows depend on the batch's shape and a row's place in it,
+    not on the other rows: run alone in its unit's layout, each stored episode comes back
+    exactly (return, length, outcome) with the same frames as a replay of its whole unit."""
+    from robogen.rollout.replay import replay_differences, stored_unit
+    from robogen.rollout.runner import evaluate
+    from robogen.rollout.store import ResultStore
+
+    cfg = load_eval_config(
+        None, env="robogen/Push-v0", policy=PIXEL_POLICY, obs_mode="state+pixels",
+        episodes=3, batch_size=3, axes=["texture"], severities=[1.0], combined=False,
+        max_steps=12, backend="serial", videos=0, seed=3, out=tmp_path / "r",
+    )
+    store = ResultStore.open(evaluate(cfg).run_dir)
+    results = store.load_results()
+    worker = EpisodeWorker(store.manifest)
+    try:
+        assert worker.can_run_alone()
+        for r in results:
+            unit = stored_unit(store.manifest, r.condition, r.episode_index)
+            alone, frames = record_episode(worker, unit, 32, r.episode_index, alone=True)
+            assert replay_differences(r, alone) == []
+            whole, whole_frames = record_episode(worker, unit, 32, r.episode_index)
+            assert np.array_equal(frames, whole_frames)
+        # a lone episode in a batch of one row is not the stored episode: the layout matters
+        lone, _ = record_episode(worker, WorkUnit(-1, unit.condition, (r.episode_index,)), 32)
+        assert replay_differences(r, lone) != []
+    finally:
+        worker.close()
+
+
+def test_only_a_policy_without_slots_runs_an_episode_alone(tmp_path) -> None:
+    import pytest
+
+    cfg = load_eval_config(
+        None, env="robogen/Reach-v0", policy="expert:reach", episodes=2, batch_size=2,
+        axes=["texture"], severities=[1.0], combined=False, max_steps=4, backend="serial",
+        videos=0, out=tmp_path / "r",
+    )
+    m = prepare(cfg)
+    worker = EpisodeWorker(m)
+    try:
+        assert not worker.can_run_alone()  # the expert reads the simulator of each slot
+        with pytest.raises(ValueError, match="alone"):
+            worker.run_unit(WorkUnit(0, m.conditions[0], (0, 1)), alone=1)
+    finally:
+        worker.close()
+
+
+def test_a_failure_video_records_the_camera_it_was_filmed_from(tmp_path) -> None:
+    from robogen.reports.video import read_video_info
+    from robogen.rollout.runner import evaluate
+
+    for obs_mode, camera in (("pixels", "side"), ("state", "front")):  # observation camera
+        cfg = load_eval_config(
+            None, env="robogen/Reach-v0", policy="random", episodes=2, batch_size=2,
+            axes=["texture"], severities=[1.0], combined=False, max_steps=5, backend="serial",
+            videos=1, obs_mode=obs_mode, camera="side", out=tmp_path / obs_mode,
+        )
+        run_dir = evaluate(cfg).run_dir
+        videos = sorted((run_dir / "videos").glob("*.mp4"))
+        assert videos
+        info = read_video_info(videos[0])
+        assert info is not None and info.camera == camera, obs_mode
