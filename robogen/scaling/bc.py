@@ -534,7 +534,7 @@ def _train_fns(cfg: BCConfig, act_dim: int) -> _TrainFns:
             return TrainState(params, opt_state, st.key, st.step + 1), loss
 
         state, losses = jax.lax.scan(body, state, all_rows)
-        return state.replace(key=key), losses
+        return TrainState(state.params, state.opt_state, key, state.step), losses
 
     many_axes = (0, 0, 0, 0, None, None)
     if cfg.arch == "cnn":
