@@ -73,7 +73,7 @@ def test_demo_pixel_policies(tmp_path):
     """The demo's promise: every gap interval narrower than +-0.15, the plain policy's
     nominal success the measured one, a visual gap excluding 0, a comparison of the two
     policies on every condition, and failure videos filmed from the observation camera."""
-    from robogen.rollout.multi import evaluate_policies
+    from robogen.reports.multi import evaluate_policies
 
     from robogen.reports.video import read_video_info
 
