@@ -74,7 +74,6 @@ def test_demo_pixel_policies(tmp_path):
     nominal success the measured one, a visual gap excluding 0, a comparison of the two
     policies on every condition, and failure videos filmed from the observation camera."""
     from robogen.reports.multi import evaluate_policies
-
     from robogen.reports.video import read_video_info
 
     n = _demo_episodes()
