@@ -140,9 +140,31 @@ def compile_spec(spec: mujoco.MjSpec) -> mujoco.MjModel:
         return spec.compile()
 
 
-def set_const(model: mujoco.MjModel) -> None:
-    """Recompute derived constants (:data:`SET_CONST_FIELDS`) using a scratch ``MjData``."""
-    mujoco.mj_setConst(model, mujoco.MjData(model))
+SET_CONST_GEOMETRY = ("body_pos", "body_quat")
+"""Body placement fields an env may rewrite at reset (Meta-World moves its door, drawer,
+button, window and peg bodies through ``model.body_pos``) and ``mj_setConst`` reads."""
+
+
+def set_const(model: mujoco.MjModel, geometry: mujoco.MjModel | None = None) -> None:
+    """Recompute derived constants (:data:`SET_CONST_FIELDS`) using a scratch ``MjData``.
+
+    Args:
+        model: Model whose derived constants are recomputed in place.
+        geometry: If given, the constants are computed with its body placements
+            (:data:`SET_CONST_GEOMETRY`), so they never depend on where an earlier
+            reset left a body; ``model``'s own placements are kept afterwards.
+    """
+    if geometry is None:
+        mujoco.mj_setConst(model, mujoco.MjData(model))
+        return
+    saved = {f: getattr(model, f).copy() for f in SET_CONST_GEOMETRY}
+    for f in SET_CONST_GEOMETRY:
+        getattr(model, f)[:] = getattr(geometry, f)
+    try:
+        mujoco.mj_setConst(model, mujoco.MjData(model))
+    finally:
+        for f, value in saved.items():
+            getattr(model, f)[:] = value
 
 
 # ----------------------------------------------------------------------------- names

@@ -112,7 +112,7 @@ class CameraPerturbation(Perturbation):
         model.cam_fovy[cam] = float(np.clip(nominal.cam_fovy[cam] + self.fovy_delta_deg,
                                             *FOVY_RANGE_DEG))
         if int(model.cam_mode[cam]) != int(mujoco.mjtCamLight.mjCAMLIGHT_FIXED):
-            u.set_const(model)
+            u.set_const(model, nominal)
         return True
 
 

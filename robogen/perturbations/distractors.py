@@ -21,7 +21,8 @@ table/floor, and from the distractors already placed is used, deterministically
 from the current state (slots: after the env's reset; spec: at qpos0, with the
 boxes of collidable bodies on slide-joint pose dofs stretched over the dofs' ranges and a
 :data:`SPEC_MARGIN` gap, since the env's reset moves them afterwards). A
-distractor with no free candidate is not shown. Distractors rest
+distractor with no free candidate is not shown, nor (spec mode) one the env's reset
+then put an object into. Distractors rest
 :data:`CLEARANCE` above the support, so none starts in contact.
 
 Recorded: ``values`` holds every distractor sampled; ``applied`` only those
@@ -121,10 +122,6 @@ def _obstacles(model: mujoco.MjModel, data: mujoco.MjData, scene: MujocoScene,
     kept clear of at their qpos0 position only.
     """
     roles = scene.roles
-    keep = u.subtree_bodies(model, u.ids_of(model, mujoco.mjtObj.mjOBJ_BODY, roles.keep_clear,
-                                            "keep_clear body"))
-    support = set(u.ids_of(model, mujoco.mjtObj.mjOBJ_GEOM,
-                           (*roles.table_geoms, *roles.floor_geoms), "table/floor geom"))
     sweeps: dict[int, list[tuple[np.ndarray, float, float]]] = {}
     if sweep:
         slide = int(mujoco.mjtJoint.mjJNT_SLIDE)
@@ -139,6 +136,25 @@ def _obstacles(model: mujoco.MjModel, data: mujoco.MjData, scene: MujocoScene,
                 if _collidable(model, b):  # a visual-only body (a goal marker) is not swept
                     sweeps.setdefault(b, []).append((data.xaxis[j].copy(), dof.low - q0,
                                                      dof.high - q0))
+    out = []
+    for g in _obstacle_geoms(model, scene, exclude_bodies):
+        center, half = u.world_aabb(model, data, g)
+        for axis, lo, hi in sweeps.get(int(model.geom_bodyid[g]), ()):
+            center = center + axis * (lo + hi) / 2
+            half = half + np.abs(axis) * (hi - lo) / 2
+        out.append((center, half))
+    return out
+
+
+def _obstacle_geoms(model: mujoco.MjModel, scene: MujocoScene, exclude_bodies: set[int]
+                    ) -> list[int]:
+    """Geoms distractors keep clear of: those of ``keep_clear`` bodies (and descendants)
+    and every collidable one, except the table/floor, planes and ``exclude_bodies``."""
+    roles = scene.roles
+    keep = u.subtree_bodies(model, u.ids_of(model, mujoco.mjtObj.mjOBJ_BODY, roles.keep_clear,
+                                            "keep_clear body"))
+    support = set(u.ids_of(model, mujoco.mjtObj.mjOBJ_GEOM,
+                           (*roles.table_geoms, *roles.floor_geoms), "table/floor geom"))
     plane = int(mujoco.mjtGeom.mjGEOM_PLANE)
     out = []
     for g in range(model.ngeom):
@@ -146,11 +162,7 @@ def _obstacles(model: mujoco.MjModel, data: mujoco.MjData, scene: MujocoScene,
         if g in support or body in exclude_bodies or int(model.geom_type[g]) == plane:
             continue
         if body in keep or (model.geom_contype[g] | model.geom_conaffinity[g]):
-            center, half = u.world_aabb(model, data, g)
-            for axis, lo, hi in sweeps.get(body, ()):
-                center = center + axis * (lo + hi) / 2
-                half = half + np.abs(axis) * (hi - lo) / 2
-            out.append((center, half))
+            out.append(g)
     return out
 
 
@@ -284,12 +296,7 @@ class DistractorsPerturbation(Perturbation):
             and, in slot mode, its ``slot`` body.
         """
         if self.mode == "spec":
-            placed = []
-            for k, item in enumerate(self.items):
-                g = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_GEOM, f"{SPEC_PREFIX}{k}")
-                if g >= 0:
-                    placed.append(_placed(k, item, model.geom_pos[g]))
-            return False, self._record(placed)
+            return self._keep_clear_after_reset(model, data, scene)
         if self.mode != "slots" or not self.items:
             return False, self._record([])
         region = scene.roles.distractor_region
@@ -311,6 +318,34 @@ class DistractorsPerturbation(Perturbation):
             moved = True
             placed.append({**_placed(k, item, centre), "slot": model.body(body).name})
         return moved, self._record(placed)
+
+    def _keep_clear_after_reset(self, model: mujoco.MjModel, data: mujoco.MjData,
+                                scene: MujocoScene) -> tuple[bool, dict[str, Any]]:
+        """Spec mode: hide the distractors the env's reset put an object into.
+
+        ``edit_spec`` placed them at qpos0; a reset that draws an object's position
+        over a wide range (a free joint, e.g. Fetch's ``object0``) can still land it
+        on one. Each such distractor that penetrates a ``keep_clear`` or collidable
+        geom in the reset state (``mj_geomDistance`` < 0) is hidden for this episode (alpha 0, no
+        collisions: fields the wrapper restores before the next reset) and left out
+        of the record, like a distractor with no free candidate.
+        """
+        mujoco.mj_kinematics(model, data)
+        others = _obstacle_geoms(model, scene, {0})
+        placed, hidden = [], False
+        for k, item in enumerate(self.items):
+            g = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_GEOM, f"{SPEC_PREFIX}{k}")
+            if g < 0:
+                continue
+            centre = model.geom_pos[g]
+            if any(mujoco.mj_geomDistance(model, data, g, o, CLEARANCE, None) < 0.0
+                   for o in others):
+                model.geom_rgba[g, 3] = 0.0
+                model.geom_contype[g] = model.geom_conaffinity[g] = 0
+                hidden = True
+                continue
+            placed.append(_placed(k, item, centre))
+        return hidden, self._record(placed)
 
     def _record(self, placed: list[dict[str, Any]]) -> dict[str, Any]:
         return {"requested": len(self.items), "placed": len(placed), "items": placed}

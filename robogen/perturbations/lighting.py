@@ -113,7 +113,7 @@ class LightingPerturbation(Perturbation):
                 model.light_castshadow[i] = not bool(nominal.light_castshadow[i])
             tracking |= int(model.light_mode[i]) != int(mujoco.mjtCamLight.mjCAMLIGHT_FIXED)
         if tracking:
-            u.set_const(model)
+            u.set_const(model, nominal)
         if self.headlight:
             hl, nhl = model.vis.headlight, nominal.vis.headlight
             hl.diffuse[:] = np.clip(np.asarray(nhl.diffuse) * self.diffuse_scale * tint, 0, None)

@@ -238,7 +238,7 @@ class PerturbedEnv(gym.Wrapper[Any, Any, Any, Any], gym.utils.RecordConstructorA
             scene.textures_changed(upload)
         self._prev_textures = tuple(sorted(touched))
         if any(p.NEEDS_SET_CONST for p in perts):
-            u.set_const(model)
+            u.set_const(model, self._pristine)
         # (5) env reset
         obs, info = self.env.reset(seed=seed, options=options or None)
         # (6) state edits

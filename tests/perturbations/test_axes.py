@@ -404,6 +404,32 @@ def test_distractors_start_without_penetration(pool, env_id):
         assert np.shape(obs) == np.shape(obs0)
 
 
+def test_spec_distractors_an_env_reset_lands_on_are_hidden(pool):
+    """Spec-mode distractors are placed at qpos0; Swimmer's reset (seed 19) then puts the
+    body into two of six. Those two are hidden for the episode and left out of the record;
+    no shown distractor penetrates anything (signed distance >= 0, visual ones too)."""
+    wrapped, _ = pool("gymnasium/Swimmer-v5")
+    wrapped.set_levels([AxisLevel("distractors", 1.0)])
+    _, info = wrapped.reset(seed=19, options={"perturbation_seed": 19})
+    m, d = wrapped.scene.model, wrapped.scene.data
+    spec = [g for g in range(m.ngeom) if m.geom(g).name.startswith(SPEC_PREFIX)]
+    shown = [g for g in spec if m.geom_rgba[g, 3] > 0]
+    applied = info["robogen"]["perturbations"][0]["applied"]
+    assert (len(spec), len(shown)) == (6, 4)
+    assert (applied["requested"], applied["placed"]) == (6, 4)
+    assert sorted(it["pos"][0] for it in applied["items"]) == sorted(
+        float(m.geom_pos[g][0]) for g in shown)
+    hidden = set(spec) - set(shown)
+    assert all(m.geom_contype[g] == 0 and m.geom_conaffinity[g] == 0 for g in hidden)
+    others = [g for g in range(m.ngeom) if g not in spec and m.geom_bodyid[g] != 0]
+    mujoco.mj_kinematics(m, d)
+    assert min(mujoco.mj_geomDistance(m, d, g, o, 1.0, None) for g in shown for o in others) >= 0
+    # the next episode starts from the pristine model: nothing stays hidden
+    wrapped.reset(seed=0, options={"perturbation_seed": 0})
+    assert all(wrapped.scene.model.geom_rgba[g, 3] == 1.0 for g in spec
+               if wrapped.scene.model.geom(g).name.startswith(SPEC_PREFIX))
+
+
 def test_resized_physical_slot_has_valid_collision_bounds(pool):
     wrapped, _ = pool("robogen/PickPlace-v0")
     wrapped.set_levels([AxisLevel("distractors", 1.0)])
