@@ -227,8 +227,9 @@ THRESHOLD_REFUSED = "{how}; --success-threshold {value!r} does not apply: leave 
 """Message when a success threshold is given to a suite that decides success itself."""
 
 
-def descends_from(model: mujoco.MjModel, body: int, root: int) -> bool:
-    """True if body id ``body`` is ``root`` or hangs below it in the kinematic tree."""
+def descends_from(model: Any, body: int, root: int) -> bool:
+    """True if body id ``body`` of ``model`` (a ``mujoco.MjModel``) is ``root`` or hangs
+    below it in the kinematic tree."""
     while body > 0:
         if body == root:
             return True
