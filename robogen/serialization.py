@@ -38,7 +38,7 @@ import math
 import numbers
 import types
 import typing
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from functools import cache
 from typing import TYPE_CHECKING, Any, Literal, Self, TypeVar, Union, get_args, get_origin
 
@@ -114,6 +114,21 @@ class Record:
                 and what arrived.
         """
         return decode(cls, d)
+
+
+def find_record(records: Iterable[T], key: str, name: str) -> T:
+    """The record among ``records`` whose field ``key`` equals ``name``.
+
+    Example: ``find_record(report.conditions, "condition", "nominal")``.
+
+    Raises:
+        KeyError: ``no <key> <name>; have [...]``, listing every record's ``key``.
+    """
+    records = tuple(records)
+    for r in records:
+        if getattr(r, key) == name:
+            return r
+    raise KeyError(f"no {key} {name!r}; have {[getattr(r, key) for r in records]}")
 
 
 def null_as(value: float) -> dict[str, float]:

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any, Self
 
 from robogen.errors import RunDirError
-from robogen.serialization import Record, decode, encode
+from robogen.serialization import Record, decode, encode, find_record
 from robogen.types import ConditionSplit
 
 CHECK_SCHEMA_VERSION = 1
@@ -234,17 +234,11 @@ class CheckResult(Record):
 
     def condition(self, name: str) -> ConditionCheck:
         """The test of condition ``name`` (KeyError listing the names if absent)."""
-        for c in self.conditions:
-            if c.condition == name:
-                return c
-        raise KeyError(f"no condition {name!r}; have {[c.condition for c in self.conditions]}")
+        return find_record(self.conditions, "condition", name)
 
     def axis(self, name: str) -> AxisCheck:
         """The verdict of axis ``name`` (KeyError listing the axes if absent)."""
-        for a in self.axes:
-            if a.axis == name:
-                return a
-        raise KeyError(f"no axis {name!r}; have {[a.axis for a in self.axes]}")
+        return find_record(self.axes, "axis", name)
 
     @property
     def regressions(self) -> tuple[str, ...]:

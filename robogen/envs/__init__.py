@@ -32,6 +32,7 @@ from robogen.envs.families import (
     EnvFamily,
     SuiteMissingError,
     all_env_ids,
+    check_max_steps,
     family_of,
     register_env_family,
 )
@@ -83,8 +84,7 @@ def make(
         SuiteMissingError: If the env's suite is not installed (names the command).
     """
     check_obs_mode(obs_mode)
-    if max_steps is not None and (not isinstance(max_steps, int) or max_steps < 1):
-        raise InvalidSpecError(f"max_steps must be a positive integer, got {max_steps!r}")
+    check_max_steps(max_steps)
     family = family_of(env_id)
     try:
         return family.make(env_id, obs_mode=obs_mode, max_steps=max_steps, render=render,

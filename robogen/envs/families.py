@@ -37,7 +37,12 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
 
-from robogen.errors import DependencyMissingError, RobogenError, UnknownNameError
+from robogen.errors import (
+    DependencyMissingError,
+    InvalidSpecError,
+    RobogenError,
+    UnknownNameError,
+)
 from robogen.registry import Registry
 
 SUITE_MISSING = (
@@ -45,6 +50,8 @@ SUITE_MISSING = (
     "({python}); install it with: {install}"
 )
 """Message of :class:`SuiteMissingError` (tests reuse it)."""
+BAD_MAX_STEPS = "max_steps must be a positive integer, got {value!r}"
+"""Message of :func:`check_max_steps`."""
 
 
 class SuiteMissingError(DependencyMissingError):
@@ -138,6 +145,16 @@ def family_of(env_id: str) -> EnvFamily:
     if prefix not in ENV_FAMILIES:
         raise UnknownNameError("env id", env_id, all_env_ids())
     return ENV_FAMILIES.get(prefix)
+
+
+def check_max_steps(max_steps: object) -> None:
+    """Check the ``max_steps`` argument of a family's ``family_make``: None or an int >= 1.
+
+    Raises:
+        InvalidSpecError: Otherwise (message :data:`BAD_MAX_STEPS`).
+    """
+    if max_steps is not None and (not isinstance(max_steps, int) or max_steps < 1):
+        raise InvalidSpecError(BAD_MAX_STEPS.format(value=max_steps))
 
 
 def all_env_ids() -> tuple[str, ...]:

@@ -53,21 +53,23 @@ drawn by the env (not a pose dof).
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from typing import Any, ClassVar
 
 import gymnasium as gym  # robogen.envs imported robogen._gl first (MUJOCO_GL)
 import mujoco
 import numpy as np
 
 from robogen.envs.base import PoseDof, SceneRoles
+from robogen.envs.families import check_max_steps
 from robogen.envs.gym_adapter import (
     ADDED_CAMERA,
     GymMujocoAdapter,
     _name_elements,
     camera_pose,
+    descends_from,
     set_weld_rows,
 )
-from robogen.errors import InvalidSpecError, UnknownNameError
+from robogen.errors import UnknownNameError
 from robogen.types import RenderSettings
 
 FETCH_IDS: tuple[str, ...] = (
@@ -110,34 +112,35 @@ def _joint_id(model: Any, name: str) -> int:
     return jid
 
 
-def _set_joint_qpos(model: Any, data: Any, name: str, value: Any) -> None:
+def _joint_slice(model: Any, name: str, adr: Any, free: int, ball: int) -> slice:
+    """Where joint ``name`` sits in qpos (``adr=jnt_qposadr``) or qvel (``jnt_dofadr``)."""
     j = _joint_id(model, name)
-    start, n = int(model.jnt_qposadr[j]), _joint_ndim(model, j, 7, 4)
+    start = int(adr[j])
+    return slice(start, start + _joint_ndim(model, j, free, ball))
+
+
+def _write_joint(vec: np.ndarray, where: slice, name: str, value: Any) -> None:
     value = np.array(value)
+    n = where.stop - where.start
     if n > 1 and value.shape != (n,):
         raise ValueError(f"Value has incorrect shape {name}: {value}")
-    data.qpos[start:start + n] = value
+    vec[where] = value
+
+
+def _set_joint_qpos(model: Any, data: Any, name: str, value: Any) -> None:
+    _write_joint(data.qpos, _joint_slice(model, name, model.jnt_qposadr, 7, 4), name, value)
 
 
 def _set_joint_qvel(model: Any, data: Any, name: str, value: Any) -> None:
-    j = _joint_id(model, name)
-    start, n = int(model.jnt_dofadr[j]), _joint_ndim(model, j, 6, 3)
-    value = np.array(value)
-    if n > 1 and value.shape != (n,):
-        raise ValueError(f"Value has incorrect shape {name}: {value}")
-    data.qvel[start:start + n] = value
+    _write_joint(data.qvel, _joint_slice(model, name, model.jnt_dofadr, 6, 3), name, value)
 
 
 def _get_joint_qpos(model: Any, data: Any, name: str) -> np.ndarray:
-    j = _joint_id(model, name)
-    start, n = int(model.jnt_qposadr[j]), _joint_ndim(model, j, 7, 4)
-    return data.qpos[start:start + n].copy()
+    return data.qpos[_joint_slice(model, name, model.jnt_qposadr, 7, 4)].copy()
 
 
 def _get_joint_qvel(model: Any, data: Any, name: str) -> np.ndarray:
-    j = _joint_id(model, name)
-    start, n = int(model.jnt_dofadr[j]), _joint_ndim(model, j, 6, 4)  # 4: as upstream
-    return data.qvel[start:start + n].copy()
+    return data.qvel[_joint_slice(model, name, model.jnt_dofadr, 6, 4)].copy()  # 4: as upstream
 
 
 def enum_comparison_broken() -> bool:
@@ -231,14 +234,8 @@ class FetchAdapter(GymMujocoAdapter):
         InvalidSpecError: On a success threshold, a bad observation mode or render size.
     """
 
-    def __init__(self, env: gym.Env[Any, Any], obs_mode: str = "state",
-                 render: RenderSettings | None = None,
-                 success_threshold: float | None = None) -> None:
-        if success_threshold is not None:
-            raise InvalidSpecError(
-                f"Fetch envs decide success by info['is_success'] (goal distance < 0.05 m); "
-                f"--success-threshold {success_threshold!r} does not apply: leave it out")
-        super().__init__(env, obs_mode=obs_mode, render=render)
+    own_success: ClassVar[str] = (
+        "Fetch envs decide success by info['is_success'] (goal distance < 0.05 m)")
 
     # -- hooks -----------------------------------------------------------------------------
 
@@ -252,7 +249,7 @@ class FetchAdapter(GymMujocoAdapter):
         has_object = bool(self.env.unwrapped.has_object)  # type: ignore[attr-defined]
         root = model.body("robot0:shoulder_pan_link").id
         robot = tuple(model.body(i).name for i in range(model.nbody)
-                      if _descends(model, i, root))
+                      if descends_from(model, i, root))
         joints = tuple(model.joint(j).name for j in range(model.njnt)
                        if int(model.jnt_bodyid[j]) in {model.body(b).id for b in robot})
         top = _table_top(model)
@@ -335,14 +332,6 @@ def flatten(obs: dict[str, np.ndarray]) -> np.ndarray:
                            for k in ("observation", "achieved_goal", "desired_goal")])
 
 
-def _descends(model: mujoco.MjModel, body: int, root: int) -> bool:
-    while body > 0:
-        if body == root:
-            return True
-        body = int(model.body_parentid[body])
-    return False
-
-
 def _table_geom(model: mujoco.MjModel) -> str:
     """The table's box (``table0_geom`` once named; Slide names it ``table0``)."""
     body = model.body("table0").id
@@ -375,8 +364,7 @@ def make_fetch(gym_id: str, *, obs_mode: str = "state", max_steps: int | None = 
         InvalidSpecError: On a bad observation mode, step limit or a success threshold.
     """
     _check(gym_id)
-    if max_steps is not None and (not isinstance(max_steps, int) or max_steps < 1):
-        raise InvalidSpecError(f"max_steps must be a positive integer, got {max_steps!r}")
+    check_max_steps(max_steps)
     import gymnasium_robotics
 
     gym.register_envs(gymnasium_robotics)
@@ -392,7 +380,6 @@ def family_ids() -> tuple[str, ...]:
     return FETCH_IDS
 
 
-def family_make(name: str, **kwargs: Any) -> FetchAdapter:
-    """Create ``gymnasium-robotics/<name>`` (see :func:`make_fetch`)."""
-    return make_fetch(name, **kwargs)
+family_make = make_fetch
+"""Create ``gymnasium-robotics/<name>``: the family's ``family_make`` is :func:`make_fetch`."""
 

@@ -60,7 +60,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import warnings
-from typing import Any
+from typing import Any, ClassVar
 
 import gymnasium as gym  # robogen.envs imported robogen._gl first (MUJOCO_GL)
 import mujoco
@@ -69,6 +69,7 @@ from gymnasium import spaces
 
 from robogen.envs.base import PoseDof, SceneRoles
 from robogen.envs.camera_geometry import camera_pose
+from robogen.envs.families import check_max_steps
 from robogen.envs.gym_catalog import (
     GYM_ENVS,
     AddedCamera,
@@ -82,7 +83,8 @@ from robogen.errors import InvalidSpecError, SceneError
 from robogen.types import RenderSettings
 
 __all__ = [
-    "ADDED_CAMERA", "SUPPORTED", "GymMujocoAdapter", "SuccessRule", "build_nominal_spec",
+    "ADDED_CAMERA", "SUPPORTED", "THRESHOLD_REFUSED", "GymMujocoAdapter", "SuccessRule",
+    "build_nominal_spec", "descends_from",
     "camera_pose", "family_ids", "family_make", "make_adapted", "set_weld_rows",
     "success_rule",
 ]
@@ -221,6 +223,20 @@ def build_nominal_spec(gym_id: str, fullpath: str) -> mujoco.MjSpec:
     return spec
 
 
+THRESHOLD_REFUSED = "{how}; --success-threshold {value!r} does not apply: leave it out"
+"""Message when a success threshold is given to a suite that decides success itself."""
+
+
+def descends_from(model: Any, body: int, root: int) -> bool:
+    """True if body id ``body`` of ``model`` (a ``mujoco.MjModel``) is ``root`` or hangs
+    below it in the kinematic tree."""
+    while body > 0:
+        if body == root:
+            return True
+        body = int(model.body_parentid[body])
+    return False
+
+
 # ----------------------------------------------------------------------------- adapter
 
 
@@ -273,6 +289,10 @@ class GymMujocoAdapter(gym.Wrapper[Any, Any, Any, Any], gym.utils.RecordConstruc
         InvalidSpecError: On a bad observation mode or render size.
     """
 
+    own_success: ClassVar[str] = ""
+    """How a suite with its own success flag decides success (e.g. ``info['success']``);
+    non-empty: a ``success_threshold`` is refused (:data:`THRESHOLD_REFUSED`)."""
+
     def __init__(
         self,
         env: gym.Env[Any, Any],
@@ -280,6 +300,9 @@ class GymMujocoAdapter(gym.Wrapper[Any, Any, Any, Any], gym.utils.RecordConstruc
         render: RenderSettings | None = None,
         success_threshold: float | None = None,
     ) -> None:
+        if self.own_success and success_threshold is not None:
+            raise InvalidSpecError(THRESHOLD_REFUSED.format(how=self.own_success,
+                                                            value=success_threshold))
         gym.utils.RecordConstructorArgs.__init__(
             self, obs_mode=obs_mode,
             render=None if render is None else dataclasses.asdict(render),
@@ -573,8 +596,7 @@ def make_adapted(
     """
     gym_env_record(gym_id)
     check_obs_mode(obs_mode)
-    if max_steps is not None and (not isinstance(max_steps, int) or max_steps < 1):
-        raise InvalidSpecError(f"max_steps must be a positive integer, got {max_steps!r}")
+    check_max_steps(max_steps)
     limit = max_steps or gym.spec(gym_id).max_episode_steps
     env = gym.make(gym_id, max_episode_steps=limit, **kwargs)
     return GymMujocoAdapter(env, obs_mode=obs_mode, render=render,
@@ -586,9 +608,8 @@ def family_ids() -> tuple[str, ...]:
     return tuple(GYM_ENVS)
 
 
-def family_make(name: str, **kwargs: Any) -> GymMujocoAdapter:
-    """Create ``gymnasium/<name>`` (see :func:`make_adapted`)."""
-    return make_adapted(name, **kwargs)
+family_make = make_adapted
+"""Create ``gymnasium/<name>``: the family's ``family_make`` is :func:`make_adapted`."""
 
 
 def set_weld_rows(spec: mujoco.MjSpec, row: tuple[float, ...]) -> None:

@@ -54,7 +54,7 @@ from __future__ import annotations
 
 import dataclasses
 import warnings
-from typing import Any
+from typing import Any, ClassVar
 
 import gymnasium as gym  # robogen.envs imported robogen._gl first (MUJOCO_GL)
 import mujoco
@@ -62,7 +62,13 @@ import numpy as np
 from gymnasium.envs.registration import EnvSpec
 
 from robogen.envs.base import PoseDof, SceneRoles
-from robogen.envs.gym_adapter import GymMujocoAdapter, _name_elements, set_weld_rows
+from robogen.envs.families import check_max_steps
+from robogen.envs.gym_adapter import (
+    GymMujocoAdapter,
+    _name_elements,
+    descends_from,
+    set_weld_rows,
+)
 from robogen.errors import InvalidSpecError, UnknownNameError
 from robogen.types import RenderSettings
 
@@ -199,6 +205,8 @@ class MetaWorldAdapter(GymMujocoAdapter):
         InvalidSpecError: On a success threshold, a bad observation mode or render size.
     """
 
+    own_success: ClassVar[str] = "Meta-World envs decide success by info['success']"
+
     def __getstate__(self) -> dict[str, Any]:
         """Refuse pickling (a rebuilt Meta-World env would have another task and spaces).
 
@@ -210,15 +218,12 @@ class MetaWorldAdapter(GymMujocoAdapter):
     def __init__(self, env: gym.Env[Any, Any], obs_mode: str = "state",
                  render: RenderSettings | None = None,
                  success_threshold: float | None = None) -> None:
-        if success_threshold is not None:
-            raise InvalidSpecError(
-                f"Meta-World envs decide success by info['success']; --success-threshold "
-                f"{success_threshold!r} does not apply: leave it out")
         self._any_success = False
         self._first_success = -1
         self._steps = 0
         self._last_raw: np.ndarray | None = None
-        super().__init__(env, obs_mode=obs_mode, render=render)
+        super().__init__(env, obs_mode=obs_mode, render=render,
+                         success_threshold=success_threshold)
 
     # -- hooks -----------------------------------------------------------------------------
 
@@ -231,7 +236,7 @@ class MetaWorldAdapter(GymMujocoAdapter):
     def _make_roles(self, model: mujoco.MjModel) -> SceneRoles:
         arm_root = model.body(ARM_ROOT).id
         robot = tuple(model.body(i).name for i in range(model.nbody)
-                      if _descends(model, i, arm_root))
+                      if descends_from(model, i, arm_root))
         robot_ids = {model.body(b).id for b in robot}
         fixed = {model.body(b).id for b in FIXED_BODIES if _has_body(model, b)}
         base = model.body("base").id  # the robot's tree hangs off "base"
@@ -352,14 +357,6 @@ def _has_body(model: mujoco.MjModel, name: str) -> bool:
     return mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_BODY, name) >= 0
 
 
-def _descends(model: mujoco.MjModel, body: int, root: int) -> bool:
-    while body > 0:
-        if body == root:
-            return True
-        body = int(model.body_parentid[body])
-    return False
-
-
 def _root(model: mujoco.MjModel, body: int) -> int:
     """The world child that ``body`` hangs from."""
     while int(model.body_parentid[body]) > 0:
@@ -390,8 +387,7 @@ def make_metaworld(task: str, *, obs_mode: str = "state", max_steps: int | None 
         InvalidSpecError: On a bad step limit or task index, or a success threshold.
     """
     _check(task)
-    if max_steps is not None and (not isinstance(max_steps, int) or max_steps < 1):
-        raise InvalidSpecError(f"max_steps must be a positive integer, got {max_steps!r}")
+    check_max_steps(max_steps)
     if max_steps is not None and max_steps > MAX_PATH_LENGTH:
         warnings.warn(HORIZON_CAPPED.format(task=task, limit=MAX_PATH_LENGTH, asked=max_steps),
                       UserWarning, stacklevel=2)
@@ -426,7 +422,6 @@ def family_ids() -> tuple[str, ...]:
     return TASKS
 
 
-def family_make(name: str, **kwargs: Any) -> MetaWorldAdapter:
-    """Create ``metaworld/<name>`` (see :func:`make_metaworld`)."""
-    return make_metaworld(name, **kwargs)
+family_make = make_metaworld
+"""Create ``metaworld/<name>``: the family's ``family_make`` is :func:`make_metaworld`."""
 

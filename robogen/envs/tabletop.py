@@ -135,6 +135,13 @@ class TabletopEnv(gym.Env[Any, np.ndarray]):
     target is placed (:meth:`_sample_target`) and the reward and
     success predicate (:meth:`_evaluate`). Control runs at 50 Hz
     (``FRAME_SKIP = 10`` physics steps of 0.002 s).
+
+    ## Version History (every task)
+
+    * v0: initial version. Later, for CPU rendering speed: the default shadow map is
+      sized to the image (256 px for 84x84, was 1024; recorded as ``render.shadowsize``
+      in every manifest) and the floor's render grid is 0.5 m (was 0.05 m); only frames
+      with a shadow-casting light (lighting axis) differ.
     """
 
     metadata: ClassVar[dict[str, Any]] = {"render_modes": ["rgb_array"], "render_fps": 50}
@@ -413,10 +420,7 @@ class ReachEnv(TabletopEnv):
 
     ## Version History
 
-    * v0: initial version. Later, for CPU rendering speed: the default shadow map is
-      sized to the image (256 px for 84x84, was 1024; recorded as ``render.shadowsize``
-      in every manifest) and the floor's render grid is 0.5 m (was 0.05 m); only frames
-      with a shadow-casting light (lighting axis) differ.
+    * v0: initial version; later the rendering change of every task (:class:`TabletopEnv`).
     """
 
     env_id = "robogen/Reach-v0"
@@ -461,10 +465,7 @@ class PushEnv(TabletopEnv):
 
     ## Version History
 
-    * v0: initial version. Later, for CPU rendering speed: the default shadow map is
-      sized to the image (256 px for 84x84, was 1024; recorded as ``render.shadowsize``
-      in every manifest) and the floor's render grid is 0.5 m (was 0.05 m); only frames
-      with a shadow-casting light (lighting axis) differ.
+    * v0: initial version; later the rendering change of every task (:class:`TabletopEnv`).
     """
 
     env_id = "robogen/Push-v0"
@@ -516,10 +517,7 @@ class PickPlaceEnv(TabletopEnv):
 
     ## Version History
 
-    * v0: initial version. Later, for CPU rendering speed: the default shadow map is
-      sized to the image (256 px for 84x84, was 1024; recorded as ``render.shadowsize``
-      in every manifest) and the floor's render grid is 0.5 m (was 0.05 m); only frames
-      with a shadow-casting light (lighting axis) differ.
+    * v0: initial version; later the rendering change of every task (:class:`TabletopEnv`).
     """
 
     env_id = "robogen/PickPlace-v0"

@@ -126,6 +126,36 @@ class PrivilegedPolicy(Policy, Protocol):
         ...
 
 
+NOT_ATTACHED = (
+    "expert {name!r} got a batch of {batch} observations but is attached to {n} scenes; "
+    "call policy.attach(scenes) with one MujocoScene per env slot before act()"
+)
+"""Message when a :class:`PrivilegedPolicy` acts on slots it has no scene for (tests reuse it)."""
+
+
+def attached_rows(name: str, slots: Sequence[int] | None, batch: int, n_scenes: int
+                  ) -> list[int]:
+    """The attached scene of each of ``batch`` rows of a :class:`PrivilegedPolicy`'s ``act``.
+
+    Args:
+        name: The policy's name (in the error).
+        slots: Env slot of each row; None means rows ``0..batch-1``.
+        batch: Number of observations ``B`` in the batch.
+        n_scenes: Number of scenes attached.
+
+    Returns:
+        ``B`` scene indices, one per row.
+
+    Raises:
+        InvalidSpecError: :data:`NOT_ATTACHED`, if a slot has no attached scene or
+            ``len(slots) != batch``.
+    """
+    rows = list(range(batch)) if slots is None else [int(k) for k in slots]
+    if len(rows) != batch or (rows and max(rows) >= n_scenes):
+        raise InvalidSpecError(NOT_ATTACHED.format(name=name, batch=batch, n=n_scenes))
+    return rows
+
+
 @runtime_checkable
 class RecordsLoad(Policy, Protocol):
     """A policy that says how its checkpoint was loaded (recorded in the run's manifest).
@@ -347,34 +377,25 @@ def check_compatible(policy: Policy, ctx: LoadContext, uri: str) -> None:
     p_obs, e_obs = policy.observation_space, ctx.observation_space
     transposes = bool(getattr(policy, "transposes_images", False))
     if not _obs_fits(p_obs, e_obs, transposes):
-        raise SpaceMismatchError(
-            SPACE_MISMATCH.format(
-                policy=uri,
-                env_id=ctx.env_id,
-                made_with=_made_with(ctx),
-                which="observation",
-                policy_space=_describe(p_obs),
-                env_space=_describe(e_obs),
-                hint="Was the checkpoint trained on another env or observation mode (--obs-mode)?",
-            )
-        )
+        raise _mismatch(uri, ctx, "observation", p_obs, e_obs,
+                        "Was the checkpoint trained on another env or observation mode "
+                        "(--obs-mode)?")
     p_act, e_act = policy.action_space, ctx.action_space
     p_shape, e_shape = getattr(p_act, "shape", None), getattr(e_act, "shape", None)
     same = p_shape == e_shape
     if same and hasattr(p_act, "low") and hasattr(e_act, "low"):
         same = bool(np.allclose(p_act.low, e_act.low) and np.allclose(p_act.high, e_act.high))
     if not same:
-        raise SpaceMismatchError(
-            SPACE_MISMATCH.format(
-                policy=uri,
-                env_id=ctx.env_id,
-                made_with=_made_with(ctx),
-                which="action",
-                policy_space=_describe(p_act),
-                env_space=_describe(e_act),
-                hint="Was the checkpoint trained on another env?",
-            )
-        )
+        raise _mismatch(uri, ctx, "action", p_act, e_act,
+                        "Was the checkpoint trained on another env?")
+
+
+def _mismatch(uri: str, ctx: LoadContext, which: str, policy_space: Any, env_space: Any,
+              hint: str) -> SpaceMismatchError:
+    """The :data:`SPACE_MISMATCH` error for the ``which`` ("observation"/"action") spaces."""
+    return SpaceMismatchError(SPACE_MISMATCH.format(
+        policy=uri, env_id=ctx.env_id, made_with=_made_with(ctx), which=which,
+        policy_space=_describe(policy_space), env_space=_describe(env_space), hint=hint))
 
 
 def _obs_fits(p: Any, e: Any, transposes: bool) -> bool:

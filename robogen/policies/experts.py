@@ -32,7 +32,12 @@ from gymnasium import spaces
 from robogen.envs import scene as sc
 from robogen.envs.tabletop import ACTION_SCALE, TASK_NAMES, task_name
 from robogen.errors import InvalidSpecError, UnknownNameError
-from robogen.policies.base import LoadContext, PolicyCapabilities, register_policy_scheme
+from robogen.policies.base import (
+    LoadContext,
+    PolicyCapabilities,
+    attached_rows,
+    register_policy_scheme,
+)
 
 if TYPE_CHECKING:
     from robogen.envs.base import MujocoScene
@@ -41,10 +46,6 @@ IK_DAMPING = 0.02
 """Damping lambda of the least-squares solve [m]."""
 ORIENT_WEIGHT = 0.3
 """Weight of the gripper-points-down error against position error [m/rad]."""
-NOT_ATTACHED = (
-    "expert {name!r} got a batch of {batch} observations but is attached to {n} scenes; "
-    "call policy.attach(scenes) with one MujocoScene per env slot before act()"
-)
 
 _DOWN = np.array([0.0, 0.0, -1.0])
 
@@ -96,10 +97,7 @@ class _TabletopExpert:
             InvalidSpecError: If a slot has no attached scene.
         """
         batch = _batch_size(obs)
-        rows = list(range(batch)) if slots is None else [int(k) for k in slots]
-        if len(rows) != batch or (rows and max(rows) >= len(self._scenes)):
-            raise InvalidSpecError(NOT_ATTACHED.format(name=self.name, batch=batch,
-                                                       n=len(self._scenes)))
+        rows = attached_rows(self.name, slots, batch, len(self._scenes))
         out = np.zeros((batch, 6), np.float32)
         for i, k in enumerate(rows):
             scene = self._scenes[k]

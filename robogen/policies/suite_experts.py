@@ -25,15 +25,11 @@ import numpy as np
 from gymnasium import spaces
 
 from robogen.errors import InvalidSpecError, UnknownNameError
-from robogen.policies.base import LoadContext, PolicyCapabilities
+from robogen.policies.base import LoadContext, PolicyCapabilities, attached_rows
 
 GAIN = 10.0
 """Proportional gain of the Fetch experts [1/m] (action 1 = 0.05 m per step)."""
 FETCH_EXPERTS = ("FetchReach-v4", "FetchPush-v4", "FetchPickAndPlace-v4")
-NOT_ATTACHED = (
-    "expert {name!r} got a batch of {batch} observations but is attached to {n} scenes; "
-    "call policy.attach(scenes) with one MujocoScene per env slot before act()"
-)
 WRONG_ENV = "expert:{name} is the scripted expert of {name}; it cannot act in {env!r}"
 
 
@@ -69,10 +65,7 @@ class _SuiteExpert:
             InvalidSpecError: If a slot has no attached scene.
         """
         batch = len(next(iter(obs.values()))) if isinstance(obs, dict) else len(obs)
-        rows = list(range(batch)) if slots is None else [int(k) for k in slots]
-        if len(rows) != batch or (rows and max(rows) >= len(self._scenes)):
-            raise InvalidSpecError(NOT_ATTACHED.format(name=self.name, batch=batch,
-                                                       n=len(self._scenes)))
+        rows = attached_rows(self.name, slots, batch, len(self._scenes))
         out = np.zeros((batch, 4), np.float32)
         for i, k in enumerate(rows):
             out[i] = self._act_one(self._scenes[k], self._mem[k])

@@ -24,6 +24,21 @@ def new_figure(width_in: float, height_in: float) -> Figure:
     return fig
 
 
+def rows_figure(n_rows: int, row_height_in: float, width_in: float = 7.0) -> tuple[Figure, Any]:
+    """A figure with one ``Axes`` for ``n_rows`` horizontal bars (room for one if 0).
+
+    Args:
+        n_rows: Number of bars.
+        row_height_in: Height of one bar's row [in]; the figure is 1.2 in plus the rows.
+        width_in: Figure width [in].
+
+    Returns:
+        ``(figure, axes)``.
+    """
+    fig = new_figure(width_in, 1.2 + row_height_in * max(n_rows, 1))
+    return fig, fig.add_subplot()
+
+
 def figure_png(fig: Figure) -> bytes:
     """PNG bytes of ``fig`` at :data:`DPI` (no ``Software`` metadata)."""
     buf = io.BytesIO()

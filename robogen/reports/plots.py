@@ -16,7 +16,7 @@ import numpy as np
 from matplotlib.patches import Patch
 
 from robogen._atomic import write_atomic
-from robogen.reports.figures import empty_axes, figure_png, new_figure
+from robogen.reports.figures import empty_axes, figure_png, new_figure, rows_figure
 from robogen.reports.records import (
     STATUS_NOT_APPLIED,
     STATUS_NOT_OBSERVED,
@@ -53,8 +53,7 @@ def gap_chart_png(report: Report) -> bytes:
         PNG image bytes.
     """
     rows: list[AxisGap] = [*report.gaps, *report.combined_gaps]
-    fig = new_figure(7.0, 1.2 + 0.32 * max(len(rows), 1))
-    ax = fig.add_subplot()
+    fig, ax = rows_figure(len(rows), 0.32)
     if not rows:
         empty_axes(ax, "no perturbed conditions")
         return figure_png(fig)
@@ -152,8 +151,7 @@ def condition_chart_png(report: Report) -> bytes:
         PNG image bytes.
     """
     conds = [c for c in report.conditions if c.n > 0]
-    fig = new_figure(7.0, 1.2 + 0.28 * max(len(conds), 1))
-    ax = fig.add_subplot()
+    fig, ax = rows_figure(len(conds), 0.28)
     if not conds:
         empty_axes(ax, "no episodes recorded")
         return figure_png(fig)

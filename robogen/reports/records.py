@@ -16,7 +16,7 @@ from robogen.errors import RunDirError
 from robogen.reports.sequential import SequentialSummary
 from robogen.reports.sweep import BreakingPoint
 from robogen.rollout.faults import FaultRecord
-from robogen.serialization import Record, decode, encode
+from robogen.serialization import Record, decode, encode, find_record
 from robogen.types import Cause, ConditionSplit, EvalManifest
 
 REPORT_SCHEMA_VERSION = 1
@@ -247,10 +247,7 @@ class Report(Record):
 
     def condition(self, name: str) -> ConditionStats:
         """Stats of the condition called ``name`` (KeyError if absent)."""
-        for c in self.conditions:
-            if c.condition == name:
-                return c
-        raise KeyError(f"no condition {name!r}; have {[c.condition for c in self.conditions]}")
+        return find_record(self.conditions, "condition", name)
 
     def gap(self, condition: str) -> AxisGap:
         """Gap of the (single- or multi-axis) condition called ``condition``."""

@@ -8,7 +8,6 @@ the backend (the batch a policy sees is a function of the unit only).
 
 from __future__ import annotations
 
-import inspect
 import json
 import math
 import time
@@ -103,15 +102,6 @@ class _Slot:
     changed: tuple[str, ...] = ()
     wall_time_s: float = 0.0
     latency_ms: float | None = None
-
-
-def accepts_keyword(fn: Any, name: str) -> bool:
-    """True if callable ``fn`` takes keyword ``name`` (or ``**kwargs``)."""
-    try:
-        params = inspect.signature(fn).parameters
-    except (TypeError, ValueError):
-        return False
-    return name in params or any(p.kind is p.VAR_KEYWORD for p in params.values())
 
 
 def accepts_slots(policy: Any) -> bool:

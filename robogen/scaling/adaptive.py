@@ -44,13 +44,16 @@ import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from robogen.errors import InvalidSpecError, RunDirError
 from robogen.scaling.curves import CurveFit, CurvesFile, FactorCurve, predict
 from robogen.scaling.planner import METHODS, Allocation, FactorAllocation, plan_budget
+
+if TYPE_CHECKING:
+    from robogen.rollout.backend import BackendOptions
 
 ADAPTIVE_FILE = "adaptive.json"
 SUMMARY_FILE = "summary.json"
@@ -300,12 +303,12 @@ def run_adaptive(
     """
     from robogen._atomic import write_atomic
     from robogen.scaling.curves import load_curves
+    from robogen.scaling.pipeline import eval_backend
 
     scale_dir = Path(scale_dir)
     scale, curves = load_scale_run(scale_dir)
     validate_adaptive(config, curves)
-    if backend not in ("serial", "ray"):
-        raise InvalidSpecError(f"backend must be 'serial' or 'ray', got {backend!r}")
+    options = eval_backend(backend, workers, address)
     out = Path(out) if out is not None else scale_dir / "adaptive"
     settings = {"schema": ADAPTIVE_SCHEMA, "version": ADAPTIVE_VERSION,
                 "scale_dir": str(scale_dir.resolve()), "loop": config.to_dict(),
@@ -329,8 +332,7 @@ def run_adaptive(
             curves = load_curves(rdir / "curves.json", task=scale.task)
         else:
             res, curves, t, u = _round(scale, scale_dir, config, r, rdir, curves, demos,
-                                       unit, measured_x, backend=backend, workers=workers,
-                                       address=address, progress=progress)
+                                       unit, measured_x, options, progress)
             trained, reused = trained + t, reused + u
         rounds.append(res)
         demos = dict(res.demos)
@@ -367,8 +369,8 @@ def _open_loop_dir(out: Path, settings: Mapping[str, Any]) -> None:
 
 def _round(scale: Any, scale_dir: Path, config: AdaptiveConfig, r: int, rdir: Path,
            curves: CurvesFile, demos: Mapping[str, int], unit: Mapping[str, float],
-           measured_x: Mapping[str, set[int]], **run: Any
-           ) -> tuple[RoundResult, CurvesFile, int, int]:
+           measured_x: Mapping[str, set[int]], backend: BackendOptions,
+           progress: Progress | None) -> tuple[RoundResult, CurvesFile, int, int]:
     """Plan, collect, train, evaluate and refit round ``r`` (resumable piece by piece)."""
     from robogen._atomic import write_atomic
     from robogen.envs import make
@@ -377,7 +379,6 @@ def _round(scale: Any, scale_dir: Path, config: AdaptiveConfig, r: int, rdir: Pa
     from robogen.scaling.loop import evaluate_point, fit_point_curve, point_job
     from robogen.scaling.pipeline import collect_demos, train_models
 
-    progress = run.pop("progress")
     names = list(curves.names)
     cum_budget = r * float(config.budget) / config.rounds
     spent = sum(demos[n] * unit[n] for n in names)
@@ -393,7 +394,10 @@ def _round(scale: Any, scale_dir: Path, config: AdaptiveConfig, r: int, rdir: Pa
     planned = allocation_of(curves, now, unit, method=config.method, budget=cum_budget)
 
     def stage(name: str) -> Callable[[int, int], None] | None:
-        return (lambda d, t: progress(f"round {r} {name}", d, t)) if progress else None
+        if progress is None:
+            return None
+        p = progress
+        return lambda d, t: p(f"round {r} {name}", d, t)
 
     grown = [n for n in names if added[n] > 0 and now[n] not in measured_x[n]]
     targets = {BASE_FACTOR: scale.base} | {n: max(max(scale.points), now[n]) for n in names}
@@ -416,7 +420,8 @@ def _round(scale: Any, scale_dir: Path, config: AdaptiveConfig, r: int, rdir: Pa
             if progress:
                 progress(f"round {r} eval", i * scale.eval_episodes + done, total)
 
-        outcomes[(n, x, s)] = evaluate_point(scale, scale_dir, n, x, s, progress=report, **run)
+        outcomes[(n, x, s)] = evaluate_point(scale, scale_dir, n, x, s, backend=backend,
+                                             progress=report)
     refit: list[FactorCurve] = [
         fit_point_curve(scale, n, {(x, s): o for (c, x, s), o in outcomes.items() if c == n})
         for n in names]

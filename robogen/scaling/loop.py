@@ -55,6 +55,7 @@ from robogen.scaling.demos import BASE_FACTOR, EXPERT_TASKS, factor_condition
 from robogen.scaling.pipeline import (
     ModelJob,
     collect_demos,
+    eval_backend,
     eval_manifest,
     is_saved,
     outcomes_by_condition,
@@ -63,6 +64,7 @@ from robogen.scaling.pipeline import (
 )
 
 if TYPE_CHECKING:
+    from robogen.rollout.backend import BackendOptions
     from robogen.scaling.curves import FactorCurve
 
 __all__ = [
@@ -371,9 +373,7 @@ def evaluate_point(
     x: int,
     s: int,
     *,
-    backend: str = "serial",
-    workers: int | None = None,
-    address: str | None = None,
+    backend: BackendOptions | None = None,
     progress: Callable[[int, int], None] | None = None,
 ) -> np.ndarray:
     """Evaluate (or reload) the model of point ``(curve, x, s)`` on the curve's ``test`` condition.
@@ -392,7 +392,7 @@ def evaluate_point(
                              obs_mode=config.obs_mode, image_size=config.image_size,
                              batch_size=config.eval_batch_size)
     results = run_eval(Path(out) / "evals" / f"{curve}-x{x}-s{s}", manifest, backend=backend,
-                       workers=workers, address=address, progress=progress)
+                       progress=progress)
     return outcomes_by_condition(results)[cond.name]
 
 
@@ -449,8 +449,7 @@ def run_scale(
     from robogen.scaling.report import write_scaling_html
 
     warnings = validate(config)
-    if backend not in ("serial", "ray"):
-        raise InvalidSpecError(f"backend must be 'serial' or 'ray', got {backend!r}")
+    options = eval_backend(backend, workers, address)
     out = Path(out)
     _open_run_dir(config, out)
     out.mkdir(parents=True, exist_ok=True)
@@ -481,8 +480,7 @@ def run_scale(
             if progress:
                 progress("eval", i * config.eval_episodes + done, total)
 
-        outcomes[(curve, x, s)] = evaluate_point(config, out, curve, x, s, backend=backend,
-                                                 workers=workers, address=address,
+        outcomes[(curve, x, s)] = evaluate_point(config, out, curve, x, s, backend=options,
                                                  progress=report)
 
     curves = [fit_point_curve(config, curve, {(x, s): o for (c, x, s), o in outcomes.items()

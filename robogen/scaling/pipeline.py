@@ -23,7 +23,7 @@ import shutil
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -33,6 +33,9 @@ from robogen.rollout.manifest import same_episodes_but_policy
 from robogen.scaling.bc import BCConfig
 from robogen.scaling.demos import DemoStore, collect
 from robogen.types import EpisodeResult, EvalManifest
+
+if TYPE_CHECKING:
+    from robogen.rollout.backend import BackendOptions
 
 MAX_TOP_UPS = 4
 """Rounds of extra collection when the expert fails some demonstrations."""
@@ -216,19 +219,42 @@ def _training_data(store: DemoStore, need: Mapping[str, int], obs_mode: str
 # ---- step 3: evaluation ----------------------------------------------------------------------
 
 
+def eval_backend(backend: str = "serial", workers: int | None = None,
+                 address: str | None = None) -> BackendOptions:
+    """The backend options of a scaling run's evaluations, checked before any work.
+
+    Args:
+        backend: ``serial`` or ``ray``.
+        workers: Ray workers.
+        address: Ray cluster address.
+
+    Raises:
+        InvalidSpecError: On another backend name.
+    """
+    from robogen.rollout.backend import BackendOptions
+
+    if backend not in ("serial", "ray"):
+        raise InvalidSpecError(f"backend must be 'serial' or 'ray', got {backend!r}")
+    return BackendOptions(kind=backend, workers=workers, address=address)  # type: ignore[arg-type]
+
+
 def run_eval(
     run_dir: Path,
     manifest: EvalManifest,
     *,
-    backend: str = "serial",
-    workers: int | None = None,
-    address: str | None = None,
+    backend: BackendOptions | None = None,
     progress: Callable[[int, int], None] | None = None,
 ) -> list[EpisodeResult]:
     """Run (or finish) one evaluation in ``run_dir`` with the rollout pipeline.
 
     A run dir with the same episodes (all but the policy path compared) is resumed: only
     units without a stored part run. One with other episodes is an error.
+
+    Args:
+        run_dir: The evaluation's run directory.
+        manifest: What to run.
+        backend: How to run it (:func:`eval_backend`); None: serially in this process.
+        progress: ``progress(done, total)`` in episodes.
 
     Returns:
         The stored episodes, ordered by (condition unit, episode index).
@@ -237,7 +263,6 @@ def run_eval(
         RunDirError: If ``run_dir`` holds another evaluation.
     """
     from robogen._atomic import write_atomic
-    from robogen.rollout.backend import BackendOptions
     from robogen.rollout.runner import run_session
     from robogen.rollout.store import EPISODES_DIR, MANIFEST, ResultStore
     from robogen.types import to_dict
@@ -256,8 +281,7 @@ def run_eval(
         if run_dir.exists() and not any((run_dir / EPISODES_DIR).glob("*.parquet")):
             shutil.rmtree(run_dir)  # a run killed before its manifest landed
         store = ResultStore.create(run_dir, manifest)
-    run_session(store, BackendOptions(kind=backend, workers=workers,  # type: ignore[arg-type]
-                                      address=address), progress)
+    run_session(store, backend or eval_backend(), progress)
     return store.load_results()
 
 

@@ -248,3 +248,40 @@ def test_fetch_fix_is_narrow() -> None:
     patched = mujoco_utils.set_joint_qpos is fetch_env._set_joint_qpos
     assert patched == fetch_env.enum_comparison_broken()
     assert mujoco.mjtJoint.mjJNT_FREE is not None
+
+
+@pytest.mark.parametrize(("env_id", "how"), [
+    ("gymnasium-robotics/FetchPickAndPlace-v4",
+     "Fetch envs decide success by info['is_success'] (goal distance < 0.05 m)"),
+    ("metaworld/pick-place-v3", "Meta-World envs decide success by info['success']"),
+])
+def test_a_success_threshold_is_refused_by_a_suite_with_its_own_flag(env_id: str, how: str
+                                                                      ) -> None:
+    """The refusal names the suite's own rule, the value and the fix (one template)."""
+    from robogen.envs.gym_adapter import THRESHOLD_REFUSED
+    from robogen.errors import InvalidSpecError
+
+    _need(env_id)
+    want = f"{how}; --success-threshold 0.5 does not apply: leave it out"
+    assert THRESHOLD_REFUSED.format(how=how, value=0.5) == want
+    with pytest.raises(InvalidSpecError) as e:
+        make(env_id, success_threshold=0.5)
+    assert str(e.value) == want
+
+
+@pytest.mark.parametrize("env_id", FAST_IDS)
+@pytest.mark.parametrize("bad", [0, -3, 2.5, "100"])
+def test_a_bad_step_limit_is_refused_before_the_suite_env_is_built(env_id: str, bad) -> None:
+    """Every family checks ``max_steps`` with the same message (families.check_max_steps)."""
+    from robogen.envs.fetch_env import make_fetch
+    from robogen.envs.metaworld_env import make_metaworld
+    from robogen.errors import InvalidSpecError
+
+    _need(env_id)
+    direct = make_fetch if env_id.startswith("gymnasium-robotics/") else make_metaworld
+    want = f"max_steps must be a positive integer, got {bad!r}"
+    for call in (lambda: make(env_id, max_steps=bad),
+                 lambda: direct(env_id.split("/", 1)[1], max_steps=bad)):
+        with pytest.raises(InvalidSpecError) as e:
+            call()
+        assert str(e.value) == want
