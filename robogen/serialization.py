@@ -51,6 +51,9 @@ T = TypeVar("T")
 
 NULL_AS = "robogen.null_as"
 """Field-metadata key: the float a ``null`` of that field decodes to (default NaN)."""
+MISSING_AS = "robogen.missing_as"
+"""Field-metadata key: the value a *missing* key of that field decodes to, instead of the
+field's default (files written before the field existed meant that value)."""
 
 EXPECTED = "expected {expected}, got {value!r}"
 NOT_ALLOWED = "must be one of {allowed}, got {value!r}"
@@ -138,6 +141,15 @@ def null_as(value: float) -> dict[str, float]:
     +inf when unreached (strict JSON writes both NaN and inf as ``null``).
     """
     return {NULL_AS: value}
+
+
+def missing_as(value: Any) -> dict[str, Any]:
+    """Field metadata making a missing key decode to ``value`` instead of the field's default.
+
+    Example: ``numslices: int = field(default=0, metadata=missing_as(28))``: a record
+    built now defaults to 0, a file written before the field existed meant 28.
+    """
+    return {MISSING_AS: value}
 
 
 def encode(value: Any, *, allow_nan: bool = True) -> Any:
@@ -398,14 +410,16 @@ def _dict_decoder(val: Decoder) -> Decoder:
     return dec
 
 
-_DEFAULT, _NONE, _REQUIRED = 0, 1, 2
+_DEFAULT, _NONE, _REQUIRED, _MISSING_AS = 0, 1, 2, 3
 """What a record decoder does with a missing key: let the constructor apply the
-field's default, pass ``None`` (an Optional field without default), or raise."""
+field's default, pass ``None`` (an Optional field without default), raise, or pass the
+field's :func:`missing_as` value."""
 
 
 def _record_decoder(cls: type) -> Decoder:
     hints = record_hints(cls)
     specs: list[tuple[str, Decoder, int]] = []
+    legacy: dict[str, Any] = {}
     for f in dataclasses.fields(cls):
         if not f.init:
             continue
@@ -416,7 +430,10 @@ def _record_decoder(cls: type) -> Decoder:
             dec = _float_decoder(float(f.metadata[NULL_AS]))
         else:
             dec = _decoder(hint)
-        if f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING:
+        if MISSING_AS in f.metadata:
+            legacy[f.name] = f.metadata[MISSING_AS]
+            specs.append((f.name, dec, _MISSING_AS))
+        elif f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING:
             specs.append((f.name, dec, _DEFAULT))
         else:
             specs.append((f.name, dec, _NONE if _is_optional(hint) else _REQUIRED))
@@ -434,6 +451,8 @@ def _record_decoder(cls: type) -> Decoder:
                     raise e.within(name) from None
             elif missing == _NONE:
                 kw[name] = None
+            elif missing == _MISSING_AS:
+                kw[name] = legacy[name]
             elif missing == _REQUIRED:
                 raise RecordDecodeError((), MISSING.format(field=name, record=record))
         try:

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, TypeVar, cast, get_args
 
 from robogen.errors import InvalidSpecError
-from robogen.serialization import Record, encode
+from robogen.serialization import Record, encode, missing_as
 
 Split = Literal["all", "train", "test"]
 """Which value set of an axis a level draws from: every value, the Factor-World
@@ -241,6 +241,12 @@ class RenderSettings(Record):
         shadowsize: Shadow map size [px] (0 disables shadows).
         offsamples: Multisample anti-aliasing samples (0 disables MSAA).
         mujoco_gl: The ``MUJOCO_GL`` backend in use.
+        numslices: Tessellation of capsules, cylinders and spheres around their axis
+            (``vis.quality.numslices``) [-]; 0 asks for the scene's own (tabletop tasks: 12;
+            others: the model's, MuJoCo's default 28). A manifest written before the field
+            existed rendered with MuJoCo's 28 and reads as 28.
+        numstacks: Tessellation along their axis (``vis.quality.numstacks``) [-]; 0: the
+            scene's own (tabletop 8, MuJoCo's default 16); a missing key reads as 16.
     """
 
     width: int = 84
@@ -249,6 +255,8 @@ class RenderSettings(Record):
     shadowsize: int = 0
     offsamples: int = 0
     mujoco_gl: str = ""
+    numslices: int = field(default=0, metadata=missing_as(28))
+    numstacks: int = field(default=0, metadata=missing_as(16))
 
 
 REWARD_SOURCE_ENV = "raw env reward"

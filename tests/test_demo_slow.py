@@ -99,6 +99,10 @@ def test_demo_pixel_policies(tmp_path):
         videos = sorted((run.run_dir / "videos").glob("*.mp4"))
         assert len(videos) >= 5
         assert all(read_video_info(v).camera == "front" for v in videos)  # type: ignore[union-attr]
+        # filmed after the episodes (in parallel Ray tasks), then linked by the rewritten report
+        page = (run.run_dir / "report.html").read_text()
+        assert all(f"videos/{v.name}" in page for v in videos), variant
+        assert run.files["html"] == run.run_dir / "report.html"
     compare = json.loads(outcome.files["json"].read_text())
     assert len(compare["conditions"]) == 8
     assert len(compare["differences"]) == 8

@@ -76,6 +76,9 @@ def test_old_report_json_loads_and_writes_back_byte_for_byte() -> None:
     written = report.to_dict()
     # fields added since the fixture was written (--episodes auto) are null at their default
     assert written.pop("sequential") is None and written["manifest"].pop("sequential") is None
+    # a render without tessellation fields rendered with MuJoCo's 28 x 16 and reads so
+    render = written["manifest"]["render"]
+    assert (render.pop("numslices"), render.pop("numstacks")) == (28, 16)
     assert json.dumps(written, indent=2, allow_nan=False) + "\n" == text
     assert report.to_dict() == _old_jsonable(dataclasses.asdict(report))
     # null floats read back as NaN, a breaking point's null upper bound as +inf
@@ -109,7 +112,10 @@ def test_old_manifest_loads_with_the_defaults_of_later_fields() -> None:
     old = json.loads(OLD_MANIFEST.read_text())
     m = EvalManifest.from_dict(old)
     d = to_dict(m)
+    # MuJoCo's 28 x 16, what a manifest before the tessellation fields rendered with
+    assert (d["render"].pop("numslices"), d["render"].pop("numstacks")) == (28, 16)
     assert {k: d[k] for k in old} == old  # every value it had is kept as it was
+    d = to_dict(m)
     assert set(d) - set(old) == {
         "deterministic_actions", "reward_source", "policy_load", "sequential"}
     assert m.sequential is None

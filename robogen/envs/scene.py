@@ -74,6 +74,12 @@ MIN_SHADOW_SIZE = 256
 """Smallest shadow map side [px] :func:`shadow_size_for` picks."""
 OFFSAMPLES = 0
 """Multisample anti-aliasing samples of offscreen rendering (0: off, for CPU speed)."""
+NUMSLICES = 12
+"""Slices of capsules, cylinders and spheres around their axis (MuJoCo's default 28): with
+:data:`NUMSTACKS` an 84x84 frame 2.1-2.5 -> 1.4 ms, a frame with a shadow-casting light
+6.3 -> 3.5 ms (CPU, llvmpipe; software rendering is mostly geometry)."""
+NUMSTACKS = 8
+"""Stacks of capsules, cylinders and spheres along their axis (MuJoCo's default 16)."""
 OFFSCREEN_SIZE = (640, 480)
 """Offscreen framebuffer (width, height) [px]: the largest frame render_frame can make."""
 
@@ -339,12 +345,15 @@ def shadow_size_for(width: int, height: int) -> int:
     return max(MIN_SHADOW_SIZE, min(SHADOW_SIZE, 1 << (side - 1).bit_length()))
 
 
-def build_spec(*, shadowsize: int = SHADOW_SIZE, offsamples: int = OFFSAMPLES) -> mujoco.MjSpec:
+def build_spec(*, shadowsize: int = SHADOW_SIZE, offsamples: int = OFFSAMPLES,
+               numslices: int = NUMSLICES, numstacks: int = NUMSTACKS) -> mujoco.MjSpec:
     """Build the nominal tabletop scene.
 
     Args:
         shadowsize: Shadow map size [px] (0: no shadow map).
         offsamples: Offscreen multisample anti-aliasing samples.
+        numslices: Tessellation of round geoms around their axis (``vis.quality``).
+        numstacks: Tessellation of round geoms along their axis.
 
     Returns:
         A new, uncompiled :class:`mujoco.MjSpec` (every element named).
@@ -357,6 +366,8 @@ def build_spec(*, shadowsize: int = SHADOW_SIZE, offsamples: int = OFFSAMPLES) -
     spec.option.cone = mujoco.mjtCone.mjCONE_ELLIPTIC
     spec.visual.quality.shadowsize = int(shadowsize)
     spec.visual.quality.offsamples = int(offsamples)
+    spec.visual.quality.numslices = int(numslices)
+    spec.visual.quality.numstacks = int(numstacks)
     spec.visual.global_.offwidth, spec.visual.global_.offheight = OFFSCREEN_SIZE
     # Nominal light adds up to about 1.0 on the table top (key 0.5 + fill 0.2 + headlight 0.1
     # diffuse, 0.2 ambient), so brighter lighting draws show instead of saturating.

@@ -141,7 +141,10 @@ class TabletopEnv(gym.Env[Any, np.ndarray]):
     * v0: initial version. Later, for CPU rendering speed: the default shadow map is
       sized to the image (256 px for 84x84, was 1024; recorded as ``render.shadowsize``
       in every manifest) and the floor's render grid is 0.5 m (was 0.05 m); only frames
-      with a shadow-casting light (lighting axis) differ.
+      with a shadow-casting light (lighting axis) differ. Round geoms (arm capsules,
+      cylinders) are drawn with 12 slices x 8 stacks (MuJoCo's default 28 x 16; recorded
+      as ``render.numslices`` / ``render.numstacks``; stored runs keep 28 x 16): every frame
+      differs slightly at the arm's silhouette.
     """
 
     metadata: ClassVar[dict[str, Any]] = {"render_modes": ["rgb_array"], "render_fps": 50}
@@ -157,6 +160,8 @@ class TabletopEnv(gym.Env[Any, np.ndarray]):
         render_mode: str | None = None,
         shadowsize: int | None = None,
         offsamples: int = sc.OFFSAMPLES,
+        numslices: int = sc.NUMSLICES,
+        numstacks: int = sc.NUMSTACKS,
     ) -> None:
         check_obs_mode(obs_mode)
         for field, value, high in (("width", width, sc.OFFSCREEN_SIZE[0]),
@@ -171,7 +176,8 @@ class TabletopEnv(gym.Env[Any, np.ndarray]):
             shadowsize = sc.shadow_size_for(width, height)
         self._init_kwargs = dict(obs_mode=obs_mode, width=int(width), height=int(height),
                                  camera=camera, render_mode=render_mode,
-                                 shadowsize=int(shadowsize), offsamples=int(offsamples))
+                                 shadowsize=int(shadowsize), offsamples=int(offsamples),
+                                 numslices=int(numslices), numstacks=int(numstacks))
         self.obs_mode = obs_mode
         self.width, self.height, self.camera = int(width), int(height), camera
         self.render_mode = render_mode
@@ -236,12 +242,15 @@ class TabletopEnv(gym.Env[Any, np.ndarray]):
         return RenderSettings(width=self.width, height=self.height, camera=self.camera,
                               shadowsize=int(quality.shadowsize),
                               offsamples=int(quality.offsamples),
-                              mujoco_gl=os.environ.get("MUJOCO_GL", ""))
+                              mujoco_gl=os.environ.get("MUJOCO_GL", ""),
+                              numslices=int(quality.numslices),
+                              numstacks=int(quality.numstacks))
 
     def nominal_spec(self) -> mujoco.MjSpec:
         """A fresh, unedited spec of the nominal scene (new object each call)."""
-        return sc.build_spec(shadowsize=self._init_kwargs["shadowsize"],
-                             offsamples=self._init_kwargs["offsamples"])
+        kw = self._init_kwargs
+        return sc.build_spec(shadowsize=kw["shadowsize"], offsamples=kw["offsamples"],
+                             numslices=kw["numslices"], numstacks=kw["numstacks"])
 
     def install_model(self, model: mujoco.MjModel) -> None:
         """Simulate ``model`` from now on: new ``MjData``, renderer re-pointed; spaces kept."""
@@ -567,7 +576,8 @@ def default_render_settings(
     """The render settings the tabletop tasks use unless told otherwise."""
     return RenderSettings(width=width, height=height, camera=camera,
                           shadowsize=sc.shadow_size_for(width, height),
-                          offsamples=sc.OFFSAMPLES, mujoco_gl=os.environ.get("MUJOCO_GL", ""))
+                          offsamples=sc.OFFSAMPLES, mujoco_gl=os.environ.get("MUJOCO_GL", ""),
+                          numslices=sc.NUMSLICES, numstacks=sc.NUMSTACKS)
 
 
 def make_task(
@@ -589,6 +599,7 @@ def make_task(
             used; a non-zero ``shadowsize`` / ``offsamples`` replaces the scene's
             (0 means "the scene's own": a map sized to the image, 256 px for 84x84, see
             :func:`~robogen.envs.scene.shadow_size_for`, and ``OFFSAMPLES`` = 0;
+            likewise ``numslices`` / ``numstacks``, the scene's 12 / 8);
             pass ``shadowsize=0`` as a keyword to disable the shadow map).
             The settings in effect are ``env.unwrapped.render_settings``.
             None: :func:`default_render_settings`.
@@ -617,6 +628,10 @@ def make_task(
         kwargs.setdefault("shadowsize", render.shadowsize)
     if render.offsamples:
         kwargs.setdefault("offsamples", render.offsamples)
+    if render.numslices:
+        kwargs.setdefault("numslices", render.numslices)
+    if render.numstacks:
+        kwargs.setdefault("numstacks", render.numstacks)
     extra = {} if max_steps is None else {"max_episode_steps": max_steps}
     return gym.make(env_id, obs_mode=obs_mode, **kwargs, **extra)
 

@@ -97,3 +97,15 @@ def film_failures(
     finally:
         worker.close()
     return out
+
+
+def film_run(run_dir: str | Path, per_axis: int) -> dict[str, str]:
+    """:func:`film_failures` of the stored run in ``run_dir`` (a module-level entry point, so
+    that several runs are filmed in parallel worker processes: ``robogen eval --policy A
+    --policy B``). Returns ``{label: path relative to the run dir}``.
+
+    Raises:
+        RunDirError: If ``run_dir`` is not a run directory.
+    """
+    store = ResultStore.open(Path(run_dir))
+    return film_failures(store, store.load_results(), per_axis=per_axis)

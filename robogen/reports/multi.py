@@ -8,6 +8,7 @@ episodes: every policy meets the same episodes and perturbation values), then
 
 from __future__ import annotations
 
+import os
 import re
 import time
 from collections.abc import Callable, Sequence
@@ -100,8 +101,52 @@ def evaluate_policies(
     ]
     for c in cfgs:  # every setup error before the first episode
         prepare(c)
-    outcomes = tuple(
-        evaluate(c, progress=progress_for(c.policy) if progress_for else None) for c in cfgs
-    )
+    outcomes = _evaluate_all(cfgs, progress_for)
     files = compare_dirs([o.run_dir for o in outcomes], out, fresh_out=False)
     return MultiOutcome(out, outcomes, files)
+
+
+def _evaluate_all(
+    cfgs: Sequence[EvalConfig], progress_for: Callable[[str], ProgressFn | None] | None
+) -> tuple[EvalOutcome, ...]:
+    """Run every policy's episodes, then film all failure videos at once.
+
+    On an embedded Ray cluster the policies share one cluster (started once), and the
+    runs' videos (a replay of each filmed episode and its nominal twin, one process per
+    run) are filmed in parallel Ray tasks, one CPU each, instead of one run after the
+    other in this process; each run's report is written after its episodes and again
+    with its videos. The episodes, videos and reports are the same as one
+    :func:`~robogen.rollout.runner.evaluate` per policy.
+    """
+    from robogen.reports.failure_videos import film_run
+    from robogen.rollout.backends import (
+        map_calls,
+        ray_cluster_is_up,
+        start_ray_cluster,
+        stop_ray_cluster,
+    )
+    from robogen.rollout.ray_backend import cluster_address
+    from robogen.rollout.runner import finish_report
+    from robogen.rollout.store import ResultStore
+
+    first = cfgs[0]
+    shared = (first.backend == "ray" and cluster_address(first.address) is None
+              and not ray_cluster_is_up())
+    if shared:
+        start_ray_cluster(None, num_cpus=max(first.workers or 0, os.cpu_count() or 1))
+    try:
+        outcomes = [
+            evaluate(c.model_copy(update={"videos": 0}),
+                     progress=progress_for(c.policy) if progress_for else None)
+            for c in cfgs
+        ]
+        filmed = [i for i, c in enumerate(cfgs) if c.videos > 0]
+        videos = map_calls(film_run, [(str(outcomes[i].run_dir), cfgs[i].videos)
+                                      for i in filmed], on_ray=shared)
+        for i, films in zip(filmed, videos, strict=True):
+            outcomes[i] = finish_report(ResultStore.open(outcomes[i].run_dir),
+                                        keep_videos=films)
+    finally:
+        if shared:
+            stop_ray_cluster()
+    return tuple(outcomes)

@@ -53,13 +53,13 @@ def sign_flip_pvalue(values: ArrayLike, *, seed: int = 0) -> float:
         seed: Seed of the random sign patterns (only used above the exact limit).
 
     Returns:
-        The p-value in (0, 1]; 1.0 when every difference is 0.
+        The p-value in (0, 1]; 1.0 when at most one difference is non-zero.
     """
     from scipy.stats import permutation_test
 
     v = one_d_values(values)
     nz = v[v != 0]
-    if nz.size == 0:
+    if nz.size <= 1:  # no difference, or one: both of its sign patterns are as extreme
         return 1.0
     n_res = 2**nz.size if nz.size <= EXACT_SIGN_FLIP_MAX else SIGN_FLIP_RESAMPLES
     res = permutation_test(

@@ -10,6 +10,9 @@ module, is not imported back by it.)
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
+from typing import Any
+
 from robogen.rollout.backend import Backend, BackendOptions, SerialBackend
 from robogen.types import EvalManifest
 
@@ -58,3 +61,24 @@ def stop_ray_cluster() -> None:
         from robogen.rollout.ray_backend import shutdown_ray
 
         shutdown_ray()
+
+
+def map_calls(fn: Callable[..., Any], calls: Sequence[tuple[Any, ...]], *,
+              on_ray: bool) -> list[Any]:
+    """``[fn(*args) for args in calls]``, results in call order.
+
+    Args:
+        fn: A module-level function (Ray imports it by name in the worker).
+        calls: The argument tuples.
+        on_ray: Run the calls as parallel one-CPU Ray tasks on the cluster this process is
+            connected to (use it for an embedded cluster only when the calls read or write
+            local files); else one after another in this process.
+
+    Raises:
+        Exception: What a call raised.
+    """
+    if on_ray and ray_cluster_is_up() and len(calls) > 1:
+        from robogen.rollout.ray_backend import run_tasks
+
+        return run_tasks(fn, calls)
+    return [fn(*args) for args in calls]

@@ -100,9 +100,16 @@ def package_versions() -> dict[str, str]:
 # ---- hashed ----------------------------------------------------------------------------------
 
 
+_MODEL_TESSELLATION = {"numslices": (0, 28), "numstacks": (0, 16)}
+"""Tessellation values that mean the model's own (0, or MuJoCo's default, which every run
+before the fields existed used): left out of the hash, so those runs keep theirs."""
+
+
 def _render_view(m: EvalManifest) -> dict[str, Any]:
-    """Render settings without ``mujoco_gl`` (the GL backend does not change an episode)."""
-    return {k: v for k, v in to_dict(m.render).items() if k != "mujoco_gl"}
+    """Render settings without ``mujoco_gl`` (the GL backend does not change an episode)
+    and without a tessellation at the model's own (:data:`_MODEL_TESSELLATION`)."""
+    return {k: v for k, v in to_dict(m.render).items()
+            if k != "mujoco_gl" and v not in _MODEL_TESSELLATION.get(k, ())}
 
 
 def spec_hash(manifest: EvalManifest) -> str:

@@ -270,6 +270,24 @@ def shutdown_ray() -> None:
         _ray().shutdown()
 
 
+def run_tasks(fn: Callable[..., Any], calls: Sequence[tuple[Any, ...]]) -> list[Any]:
+    """``[fn(*args) for args in calls]``, each call a Ray task of one CPU on the cluster this
+    process is connected to (in parallel as far as its CPUs go), results in call order.
+
+    ``fn`` must be a module-level function (Ray imports it by name in the worker).
+
+    Raises:
+        Exception: The first failed call's own exception (Ray's wrapper removed).
+    """
+    ray = _ray()
+    remote = ray.remote(num_cpus=1, max_retries=0)(fn)
+    refs = [remote.remote(*args) for args in calls]
+    try:
+        return list(ray.get(refs))
+    except ray.exceptions.RayTaskError as e:
+        raise e.as_instanceof_cause() from None
+
+
 @dataclass
 class _Actor:
     handle: Any

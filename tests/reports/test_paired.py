@@ -43,6 +43,9 @@ def test_sign_flip_is_exact_mcnemar_for_binary_differences() -> None:
     # exact binomial: 2 * P(X <= 2 | n=10, p=1/2) = 2 * 56 / 1024
     assert mcnemar_exact_pvalue(8, 2) == pytest.approx(112 / 1024)
     assert sign_flip_pvalue(np.zeros(5)) == 1.0 and mcnemar_exact_pvalue(0, 0) == 1.0
+    # one discordant pair (an 8-episode compare): both sign patterns are as extreme
+    one = np.r_[np.zeros(7), -1.0]
+    assert sign_flip_pvalue(one) == 1.0 == pytest.approx(mcnemar_exact_pvalue(0, 1))
 
 
 def test_holm_matches_a_hand_computation() -> None:
