@@ -67,6 +67,83 @@ SB3_SCRIPT = textwrap.dedent("""
 """)
 
 
+ROBOGEN_STAGES = textwrap.dedent("""
+    import sys, time
+    t0, c0 = time.perf_counter(), time.process_time()
+    rows = []
+
+    def mark(label):
+        global t0, c0
+        t, c = time.perf_counter(), time.process_time()
+        rows.append((label, t - t0, c - c0))
+        t0, c0 = t, c
+
+    import robogen.cli  # noqa: F401 - the CLI's own imports (typer, rich, pydantic, pyarrow)
+    from robogen.configs import EvalConfig
+    from robogen.rollout import runner
+    from robogen.rollout.backends import make_backend
+    from robogen.rollout.store import ResultStore
+    try:  # the report step's home after the rollout/report split
+        from robogen.reports.evaluation import finish_report
+    except ImportError:
+        from robogen.rollout.runner import finish_report
+    mark("imports: CLI, configs, store, reports")
+    import gymnasium, mujoco, stable_baselines3, torch  # noqa: F401, E401
+    mark("imports: torch, SB3, gymnasium, MuJoCo")
+    model, stats, episodes, out = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
+    cfg = EvalConfig(env="gymnasium/Reacher-v5", policy=f"sb3:{model}", vecnormalize=stats,
+                     axes=["physics"], severities=[1.0], episodes=episodes, backend="serial",
+                     videos=0, out=out)
+    manifest = runner.prepare(cfg)
+    mark("config, env, policy load, probe")
+    backend = make_backend(manifest, runner.backend_options(cfg))
+    backend.start()
+    store = ResultStore.create(out, manifest)
+    mark("worker start (env + policy again)")
+    runner.run_session(store, runner.backend_options(cfg), backend=backend)
+    mark("rollouts + Parquet parts")
+    finish_report(store, videos=0)
+    mark("report: build, plots, json/md/html")
+    for label, wall, cpu in rows:
+        print(f"robogen  {label:<40} wall {wall:6.2f} s  cpu {cpu:6.2f} s")
+""")
+
+SB3_STAGES = textwrap.dedent("""
+    import sys, time
+    t0, c0 = time.perf_counter(), time.process_time()
+    rows = []
+
+    def mark(label):
+        global t0, c0
+        t, c = time.perf_counter(), time.process_time()
+        rows.append((label, t - t0, c - c0))
+        t0, c0 = t, c
+
+    import gymnasium as gym
+    import torch
+    from stable_baselines3 import PPO
+    from stable_baselines3.common.evaluation import evaluate_policy
+    from stable_baselines3.common.vec_env import DummyVecEnv, VecNormalize
+    mark("imports: torch, SB3, gymnasium, MuJoCo")
+    model_path, stats_path, episodes, threads = sys.argv[1], sys.argv[2], int(sys.argv[3]), \
+        int(sys.argv[4])
+    if threads > 0:
+        torch.set_num_threads(threads)
+    venv = DummyVecEnv([lambda: gym.make("Reacher-v5") for _ in range(8)])
+    venv = VecNormalize.load(stats_path, venv)
+    venv.training = False
+    venv.norm_reward = False
+    venv.seed(0)
+    mark("8 envs, VecNormalize")
+    model = PPO.load(model_path, device="cpu")
+    mark("PPO.load")
+    evaluate_policy(model, venv, n_eval_episodes=episodes, deterministic=True)
+    mark("evaluate_policy")
+    for label, wall, cpu in rows:
+        print(f"sb3      {label:<40} wall {wall:6.2f} s  cpu {cpu:6.2f} s")
+""")
+
+
 def _timed(cmd: list[str], env: dict[str, str]) -> tuple[float, float, str]:
     """Run ``cmd``; return its wall time [s], CPU time [s] (user + system) and stdout."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -89,6 +166,8 @@ def main() -> None:
     ap.add_argument("--sb3-torch-threads", type=int, default=0,
                     help="torch threads of the SB3 script (0: torch's default, as a plain "
                          "script has; robogen's workers use 1)")
+    ap.add_argument("--no-breakdown", action="store_true",
+                    help="skip the extra run of each side that prints where its time went")
     args = ap.parse_args()
     if args.runs < 1 or args.episodes < 1:
         sys.exit(f"--runs and --episodes must be >= 1, got {args.runs} and {args.episodes}")
@@ -112,6 +191,19 @@ def main() -> None:
                 wall, cpu, _ = _timed(cmd, env)
                 rows[side].append((wall, cpu))
                 print(f"run {run + 1}: {side:<8} wall {wall:6.2f} s  cpu {cpu:6.2f} s", flush=True)
+        if not args.no_breakdown:
+            print("where the time went (one more run of each side, in-process stages; CPU is "
+                  "the process's, all threads):")
+            for name, code, extra in (
+                ("robogen_stages.py", ROBOGEN_STAGES,
+                 [str(args.episodes), str(Path(tmp) / "breakdown")]),
+                ("sb3_stages.py", SB3_STAGES, [str(2 * args.episodes),
+                                               str(args.sb3_torch_threads)]),
+            ):
+                path = Path(tmp) / name
+                path.write_text(code)
+                _, _, out = _timed([sys.executable, str(path), str(MODEL), str(STATS), *extra], env)
+                print(out, end="", flush=True)
     for i, ((wa, ca), (wb, cb)) in enumerate(zip(rows["robogen"], rows["sb3"], strict=True)):
         print(f"pair {i + 1}: wall ratio {wa / wb:.2f}, cpu ratio {ca / cb:.2f}")
     wall_r = statistics.median(a[0] / b[0] for a, b in zip(rows["robogen"], rows["sb3"],
