@@ -17,7 +17,26 @@ times each:
 
 Wall time is the child's elapsed time; CPU time is its user + system time
 (``resource.getrusage(RUSAGE_CHILDREN)``). The ratios are A over B (< 1: robogen
-is faster), medians over the runs, with every run's pair printed.
+is faster), medians over the runs, with every run's pair printed. Then (unless
+``--no-breakdown``) one more run of each side, as a script that times its stages
+in-process, prints where the time went: imports, set-up (config, env, policy load,
+probe), the worker's start, rollouts with the Parquet parts, and the report; for SB3:
+imports, envs, ``PPO.load``, ``evaluate_policy``.
+
+What made ``robogen eval`` cheaper than the loop (CPU seconds at N=200, quiet machine,
+before -> after; see README "Benchmarks" for the measured ratios):
+
+* SB3 policy: deterministic PPO/A2C actions are the Gaussian's mean computed directly
+  (``robogen.policies.sb3._mean_action_fn``, bitwise ``predict``), half of ``predict``'s
+  time per batch; the policy's device read once.
+* Store: episode parts built by Arrow's JSON reader and read with ``ParquetFile``, so
+  the process never imports pandas, ``pyarrow.compute`` or ``pyarrow.dataset``
+  (pyarrow's Python-object converters import them on first use).
+* Per step: actions clipped and checked for finiteness once per batch; the state and
+  warning checks and the success distance read cached ``MjData`` views instead of
+  building them (and a body lookup by name) every step.
+* Per reset: ``mj_setConst`` (physics axis) reuses a scratch ``MjData`` per model
+  instead of allocating one (about 1 ms each).
 
 Usage::
 
