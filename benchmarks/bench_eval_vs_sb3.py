@@ -23,8 +23,12 @@ in-process, prints where the time went: imports, set-up (config, env, policy loa
 probe), the worker's start, rollouts with the Parquet parts, and the report; for SB3:
 imports, envs, ``PPO.load``, ``evaluate_policy``.
 
-What made ``robogen eval`` cheaper than the loop (CPU seconds at N=200, quiet machine,
-before -> after; see README "Benchmarks" for the measured ratios):
+Last measured (N=200, 4 pairs, vs SB3 on one torch thread, machine at load 20-35 on its
+2 shared cores): CPU 1.12x (was 1.21x on a quiet machine), wall 1.52x with pairs from 0.81x
+to 2.18x (wall means little at that load). Staged CPU seconds: robogen imports 0.66 (CLI,
+configs, store, reports) + 2.65 (torch, SB3, gymnasium, MuJoCo), set-up 0.35, rollouts and
+Parquet 6.00, report 1.24; SB3 imports 2.71, envs 0.19, ``PPO.load`` 1.89,
+``evaluate_policy`` 6.32. What made ``robogen eval`` cheaper (see README "Benchmarks"):
 
 * SB3 policy: deterministic PPO/A2C actions are the Gaussian's mean computed directly
   (``robogen.policies.sb3._mean_action_fn``, bitwise ``predict``), half of ``predict``'s
@@ -37,6 +41,8 @@ before -> after; see README "Benchmarks" for the measured ratios):
   building them (and a body lookup by name) every step.
 * Per reset: ``mj_setConst`` (physics axis) reuses a scratch ``MjData`` per model
   instead of allocating one (about 1 ms each).
+* Serial backend: the next unit is queued before the last one's results are stored, so
+  the worker never waits for the driver thread.
 
 Usage::
 
