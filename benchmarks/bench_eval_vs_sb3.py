@@ -17,7 +17,32 @@ times each:
 
 Wall time is the child's elapsed time; CPU time is its user + system time
 (``resource.getrusage(RUSAGE_CHILDREN)``). The ratios are A over B (< 1: robogen
-is faster), medians over the runs, with every run's pair printed.
+is faster), medians over the runs, with every run's pair printed. Then (unless
+``--no-breakdown``) one more run of each side, as a script that times its stages
+in-process, prints where the time went: imports, set-up (config, env, policy load,
+probe), the worker's start, rollouts with the Parquet parts, and the report; for SB3:
+imports, envs, ``PPO.load``, ``evaluate_policy``.
+
+Last measured (N=200, 4 pairs, vs SB3 on one torch thread, machine at load 20-35 on its
+2 shared cores): CPU 1.12x (was 1.21x on a quiet machine), wall 1.52x with pairs from 0.81x
+to 2.18x (wall means little at that load). Staged CPU seconds: robogen imports 0.66 (CLI,
+configs, store, reports) + 2.65 (torch, SB3, gymnasium, MuJoCo), set-up 0.35, rollouts and
+Parquet 6.00, report 1.24; SB3 imports 2.71, envs 0.19, ``PPO.load`` 1.89,
+``evaluate_policy`` 6.32. What made ``robogen eval`` cheaper (see README "Benchmarks"):
+
+* SB3 policy: deterministic PPO/A2C actions are the Gaussian's mean computed directly
+  (``robogen.policies.sb3._mean_action_fn``, bitwise ``predict``), half of ``predict``'s
+  time per batch; the policy's device read once.
+* Store: episode parts built by Arrow's JSON reader and read with ``ParquetFile``, so
+  the process never imports pandas, ``pyarrow.compute`` or ``pyarrow.dataset``
+  (pyarrow's Python-object converters import them on first use).
+* Per step: actions clipped and checked for finiteness once per batch; the state and
+  warning checks and the success distance read cached ``MjData`` views instead of
+  building them (and a body lookup by name) every step.
+* Per reset: ``mj_setConst`` (physics axis) reuses a scratch ``MjData`` per model
+  instead of allocating one (about 1 ms each).
+* Serial backend: the next unit is queued before the last one's results are stored, so
+  the worker never waits for the driver thread.
 
 Usage::
 
@@ -67,6 +92,83 @@ SB3_SCRIPT = textwrap.dedent("""
 """)
 
 
+ROBOGEN_STAGES = textwrap.dedent("""
+    import sys, time
+    t0, c0 = time.perf_counter(), time.process_time()
+    rows = []
+
+    def mark(label):
+        global t0, c0
+        t, c = time.perf_counter(), time.process_time()
+        rows.append((label, t - t0, c - c0))
+        t0, c0 = t, c
+
+    import robogen.cli  # noqa: F401 - the CLI's own imports (typer, rich, pydantic, pyarrow)
+    from robogen.configs import EvalConfig
+    from robogen.rollout import runner
+    from robogen.rollout.backends import make_backend
+    from robogen.rollout.store import ResultStore
+    try:  # the report step's home after the rollout/report split
+        from robogen.reports.evaluation import finish_report
+    except ImportError:
+        from robogen.rollout.runner import finish_report
+    mark("imports: CLI, configs, store, reports")
+    import gymnasium, mujoco, stable_baselines3, torch  # noqa: F401, E401
+    mark("imports: torch, SB3, gymnasium, MuJoCo")
+    model, stats, episodes, out = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
+    cfg = EvalConfig(env="gymnasium/Reacher-v5", policy=f"sb3:{model}", vecnormalize=stats,
+                     axes=["physics"], severities=[1.0], episodes=episodes, backend="serial",
+                     videos=0, out=out)
+    manifest = runner.prepare(cfg)
+    mark("config, env, policy load, probe")
+    backend = make_backend(manifest, runner.backend_options(cfg))
+    backend.start()
+    store = ResultStore.create(out, manifest)
+    mark("worker start (env + policy again)")
+    runner.run_session(store, runner.backend_options(cfg), backend=backend)
+    mark("rollouts + Parquet parts")
+    finish_report(store, videos=0)
+    mark("report: build, plots, json/md/html")
+    for label, wall, cpu in rows:
+        print(f"robogen  {label:<40} wall {wall:6.2f} s  cpu {cpu:6.2f} s")
+""")
+
+SB3_STAGES = textwrap.dedent("""
+    import sys, time
+    t0, c0 = time.perf_counter(), time.process_time()
+    rows = []
+
+    def mark(label):
+        global t0, c0
+        t, c = time.perf_counter(), time.process_time()
+        rows.append((label, t - t0, c - c0))
+        t0, c0 = t, c
+
+    import gymnasium as gym
+    import torch
+    from stable_baselines3 import PPO
+    from stable_baselines3.common.evaluation import evaluate_policy
+    from stable_baselines3.common.vec_env import DummyVecEnv, VecNormalize
+    mark("imports: torch, SB3, gymnasium, MuJoCo")
+    model_path, stats_path, episodes, threads = sys.argv[1], sys.argv[2], int(sys.argv[3]), \
+        int(sys.argv[4])
+    if threads > 0:
+        torch.set_num_threads(threads)
+    venv = DummyVecEnv([lambda: gym.make("Reacher-v5") for _ in range(8)])
+    venv = VecNormalize.load(stats_path, venv)
+    venv.training = False
+    venv.norm_reward = False
+    venv.seed(0)
+    mark("8 envs, VecNormalize")
+    model = PPO.load(model_path, device="cpu")
+    mark("PPO.load")
+    evaluate_policy(model, venv, n_eval_episodes=episodes, deterministic=True)
+    mark("evaluate_policy")
+    for label, wall, cpu in rows:
+        print(f"sb3      {label:<40} wall {wall:6.2f} s  cpu {cpu:6.2f} s")
+""")
+
+
 def _timed(cmd: list[str], env: dict[str, str]) -> tuple[float, float, str]:
     """Run ``cmd``; return its wall time [s], CPU time [s] (user + system) and stdout."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -89,6 +191,8 @@ def main() -> None:
     ap.add_argument("--sb3-torch-threads", type=int, default=0,
                     help="torch threads of the SB3 script (0: torch's default, as a plain "
                          "script has; robogen's workers use 1)")
+    ap.add_argument("--no-breakdown", action="store_true",
+                    help="skip the extra run of each side that prints where its time went")
     args = ap.parse_args()
     if args.runs < 1 or args.episodes < 1:
         sys.exit(f"--runs and --episodes must be >= 1, got {args.runs} and {args.episodes}")
@@ -112,6 +216,19 @@ def main() -> None:
                 wall, cpu, _ = _timed(cmd, env)
                 rows[side].append((wall, cpu))
                 print(f"run {run + 1}: {side:<8} wall {wall:6.2f} s  cpu {cpu:6.2f} s", flush=True)
+        if not args.no_breakdown:
+            print("where the time went (one more run of each side, in-process stages; CPU is "
+                  "the process's, all threads):")
+            for name, code, extra in (
+                ("robogen_stages.py", ROBOGEN_STAGES,
+                 [str(args.episodes), str(Path(tmp) / "breakdown")]),
+                ("sb3_stages.py", SB3_STAGES, [str(2 * args.episodes),
+                                               str(args.sb3_torch_threads)]),
+            ):
+                path = Path(tmp) / name
+                path.write_text(code)
+                _, _, out = _timed([sys.executable, str(path), str(MODEL), str(STATS), *extra], env)
+                print(out, end="", flush=True)
     for i, ((wa, ca), (wb, cb)) in enumerate(zip(rows["robogen"], rows["sb3"], strict=True)):
         print(f"pair {i + 1}: wall ratio {wa / wb:.2f}, cpu ratio {ca / cb:.2f}")
     wall_r = statistics.median(a[0] / b[0] for a, b in zip(rows["robogen"], rows["sb3"],

@@ -325,6 +325,8 @@ class GymMujocoAdapter(gym.Wrapper[Any, Any, Any, Any], gym.utils.RecordConstruc
         self._init_sizes = (inner.model.nq, inner.model.nv, inner.model.nu)
         max_steps = env.spec.max_episode_steps if env.spec is not None else None
         self._rule = self._make_rule(max_steps, success_threshold)
+        self._metric_rows: tuple[Any, ...] | None = None
+        """(data, xpos, body_a id, body_b id) of the distance rule, per ``MjData``."""
         first = self._compile_nominal()  # same physics, names for the roles
         self._roles = self._make_roles(first)
         settings = render or RenderSettings()
@@ -490,6 +492,7 @@ class GymMujocoAdapter(gym.Wrapper[Any, Any, Any, Any], gym.utils.RecordConstruc
         """Pickle without the pixel renderer (GL objects stay in their process)."""
         state = self.__dict__.copy()
         state["_renderer"] = None
+        state["_metric_rows"] = None
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
@@ -510,9 +513,13 @@ class GymMujocoAdapter(gym.Wrapper[Any, Any, Any, Any], gym.utils.RecordConstruc
 
     def _metric(self) -> float:
         if self._rule.kind == "distance":
-            a = self.data.body(self._rule.body_a).xpos[:2]
-            b = self.data.body(self._rule.body_b).xpos[:2]
-            return float(np.linalg.norm(a - b))
+            data = self.data
+            cached = self._metric_rows
+            if cached is None or cached[0] is not data:  # body lookups by name are slow
+                cached = self._metric_rows = (data, data.xpos, data.body(self._rule.body_a).id,
+                                              data.body(self._rule.body_b).id)
+            _, xpos, ia, ib = cached
+            return float(np.linalg.norm(xpos[ia, :2] - xpos[ib, :2]))
         return self._episode_return
 
     def _compile_nominal(self) -> mujoco.MjModel:

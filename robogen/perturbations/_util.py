@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import colorsys
 import math
+import threading
 import warnings
 from collections.abc import Iterable, Sequence
 from functools import reduce
@@ -143,10 +144,18 @@ def compile_spec(spec: mujoco.MjSpec) -> mujoco.MjModel:
 SET_CONST_GEOMETRY = ("body_pos", "body_quat")
 """Body placement fields an env may rewrite at reset (Meta-World moves its door, drawer,
 button, window and peg bodies through ``model.body_pos``) and ``mj_setConst`` reads."""
+_SCRATCH = threading.local()
+_SCRATCH_MODELS = 16
+"""Scratch ``MjData`` kept per thread for this many models (a worker's env slots)."""
 
 
 def set_const(model: mujoco.MjModel, geometry: mujoco.MjModel | None = None) -> None:
     """Recompute derived constants (:data:`SET_CONST_FIELDS`) using a scratch ``MjData``.
+
+    The scratch data is kept per thread and model: allocating an ``MjData`` costs about
+    a millisecond (300x ``mj_setConst`` itself on Reacher), and ``mj_setConst`` overwrites
+    the state it reads (``qpos`` from ``qpos0``), so the constants are the same as with a
+    fresh one (``tests/perturbations/test_set_const.py``).
 
     Args:
         model: Model whose derived constants are recomputed in place.
@@ -154,14 +163,21 @@ def set_const(model: mujoco.MjModel, geometry: mujoco.MjModel | None = None) -> 
             (:data:`SET_CONST_GEOMETRY`), so they never depend on where an earlier
             reset left a body; ``model``'s own placements are kept afterwards.
     """
+    cache: dict[int, tuple[mujoco.MjModel, mujoco.MjData]] = _SCRATCH.__dict__.setdefault(
+        "by_model", {})
+    hit = cache.get(id(model))
+    if hit is None or hit[0] is not model:
+        if len(cache) >= _SCRATCH_MODELS:
+            cache.pop(next(iter(cache)))
+        hit = cache[id(model)] = (model, mujoco.MjData(model))
     if geometry is None:
-        mujoco.mj_setConst(model, mujoco.MjData(model))
+        mujoco.mj_setConst(model, hit[1])
         return
     saved = {f: getattr(model, f).copy() for f in SET_CONST_GEOMETRY}
     for f in SET_CONST_GEOMETRY:
         getattr(model, f)[:] = getattr(geometry, f)
     try:
-        mujoco.mj_setConst(model, mujoco.MjData(model))
+        mujoco.mj_setConst(model, hit[1])
     finally:
         for f, value in saved.items():
             getattr(model, f)[:] = value

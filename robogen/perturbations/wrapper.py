@@ -154,6 +154,9 @@ class PerturbedEnv(gym.Wrapper[Any, Any, Any, Any], gym.utils.RecordConstructorA
         self._rng: np.random.Generator | None = None
         self._bad_counts = (0,) * len(BAD_STATE_WARNINGS)
         self._steps = 0
+        self._views: tuple[Any, ...] = ()
+        """(data, qpos, qvel, qacc, warning counts): live views of the scene's ``MjData``,
+        taken once per data object (building them costs more than the per-step check)."""
         self._last: tuple[Perturbation, ...] = ()
         self._fields_cache: tuple[int, list[str]] | None = None
 
@@ -276,15 +279,18 @@ class PerturbedEnv(gym.Wrapper[Any, Any, Any, Any], gym.utils.RecordConstructorA
         result = self.env.step(action)
         self._steps += 1
         data = self._scene.data
+        views = self._views
+        if not views or views[0] is not data:
+            views = self._views = (data, data.qpos, data.qvel, data.qacc, data.warning.number)
         why = None
         # one NaN or inf anywhere makes its sum non-finite (checked per step: keep it cheap)
-        if not math.isfinite(data.qpos.sum() + data.qvel.sum() + data.qacc.sum()):
+        if not math.isfinite(views[1].sum() + views[2].sum() + views[3].sum()):
             for name in ("qpos", "qvel", "qacc"):
                 if not np.all(np.isfinite(getattr(data, name))):
                     why = f"non-finite {name}"
                     break
         if why is None:
-            counts = _bad_counts(data)
+            counts = tuple(views[4][_BAD_IDX].tolist())
             for warning, n, before in zip(BAD_STATE_WARNINGS, counts, self._bad_counts,
                                           strict=True):
                 if n > before:
@@ -294,6 +300,12 @@ class PerturbedEnv(gym.Wrapper[Any, Any, Any, Any], gym.utils.RecordConstructorA
             axes = [p.axis for p in self._last] or "none (nominal)"
             raise SimulationUnstableError(UNSTABLE.format(step=self._steps, why=why, axes=axes))
         return result
+
+    def __getstate__(self) -> dict[str, Any]:
+        """Pickle without the cached ``MjData`` views (they would unpickle as copies)."""
+        state = self.__dict__.copy()
+        state["_views"] = ()
+        return state
 
     # -- internals ---------------------------------------------------------------------------
 

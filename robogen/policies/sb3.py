@@ -131,6 +131,7 @@ class SB3Policy:
         self.obs_mode = _infer_obs_mode(self.observation_space)
         self.vecnormalize = vecnormalize
         self.load_info = load_info if load_info is not None else PolicyLoadInfo()
+        self._mean_action = _mean_action_fn(getattr(model, "policy", None))
 
     def reset(self, slots: Sequence[int]) -> None:
         """No per-episode state (feed-forward policies)."""
@@ -149,7 +150,10 @@ class SB3Policy:
             ``(B, act_dim) float32`` actions, clipped to the action space (SB3 ``predict``).
         """
         obs = self._prepare(obs)
-        actions, _ = self.model.predict(obs, deterministic=deterministic)
+        if deterministic and self._mean_action is not None and not isinstance(obs, dict):
+            actions = self._mean_action(obs)
+        else:
+            actions, _ = self.model.predict(obs, deterministic=deterministic)
         actions = np.asarray(actions, dtype=np.float32)
         batch = _batch_size(obs)
         return actions.reshape(batch, -1)
@@ -163,6 +167,63 @@ class SB3Policy:
         if self.vecnormalize is not None:
             obs = self.vecnormalize.normalize_obs(obs)
         return obs
+
+
+def _mean_action_fn(policy: Any) -> Any:
+    """A faster exact twin of ``policy.predict(obs, deterministic=True)`` for the common
+    on-policy case, or None where it does not apply (SB3 ``predict`` is used then).
+
+    It applies to an unmodified ``ActorCriticPolicy`` (PPO, A2C) with a diagonal Gaussian
+    head over a ``Box`` observation and action space: the deterministic action is the
+    Gaussian's mean, ``action_net(mlp_extractor.forward_actor(features))``, so building the
+    ``torch.distributions.Normal`` (and validating its arguments) on every batch, as
+    ``predict`` does, is skipped. Every other step is SB3's own, in its order (observation
+    copy and reshape, ``obs_as_tensor``, ``extract_features`` with its preprocessing,
+    ``unscale_action`` or clipping to the action space), so the actions are bitwise those of
+    ``predict``; ``tests/policies/test_sb3_inference_load.py`` checks it. The policy's
+    device is read once (the loader never moves the model). At batch 8 on the shipped
+    Reacher PPO it takes about half of ``predict``'s time.
+
+    Returns:
+        ``fn(obs: (B, *obs_shape)) -> (B, *act_shape)`` actions as ``predict`` gives them.
+    """
+    if policy is None:
+        return None
+    import torch
+    from gymnasium import spaces
+    from stable_baselines3.common.distributions import DiagGaussianDistribution
+    from stable_baselines3.common.policies import ActorCriticPolicy
+    from stable_baselines3.common.preprocessing import is_image_space, maybe_transpose
+    from stable_baselines3.common.utils import obs_as_tensor
+
+    cls = type(policy)
+    if not (isinstance(policy, ActorCriticPolicy)
+            and type(getattr(policy, "action_dist", None)) is DiagGaussianDistribution
+            and isinstance(policy.action_space, spaces.Box)
+            and isinstance(policy.observation_space, spaces.Box)
+            and all(getattr(cls, name) is getattr(ActorCriticPolicy, name)
+                    for name in ("predict", "_predict", "get_distribution", "obs_to_tensor",
+                                 "_get_action_dist_from_latent", "extract_features"))):
+        return None
+    obs_shape = tuple(policy.observation_space.shape)
+    act_shape = tuple(policy.action_space.shape)
+    low, high = policy.action_space.low, policy.action_space.high
+    image = is_image_space(policy.observation_space)
+    device = policy.device  # SB3 finds it by walking the parameters on every call
+
+    def mean_action(obs: Any) -> np.ndarray:
+        policy.set_training_mode(False)  # a no-op once set (see _keep_eval_mode)
+        obs = maybe_transpose(obs, policy.observation_space) if image else np.array(obs)
+        x = obs_as_tensor(obs.reshape((-1, *obs_shape)), device)
+        with torch.inference_mode():
+            features = policy.extract_features(x, policy.pi_features_extractor)
+            mean = policy.action_net(policy.mlp_extractor.forward_actor(features))
+        actions = mean.cpu().numpy().reshape((-1, *act_shape))
+        if policy.squash_output:
+            return policy.unscale_action(actions)
+        return np.clip(actions, low, high)
+
+    return mean_action
 
 
 def _to_channel_first(x: np.ndarray, space: Any) -> np.ndarray:

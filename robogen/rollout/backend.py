@@ -194,6 +194,8 @@ class _UnitThread:
                 if unit is None:
                     fut.set_result(None)
                     return
+                if not fut.set_running_or_notify_cancel():
+                    continue  # queued ahead, then given to another worker
                 try:
                     fut.set_result(worker.run_unit(unit))
                 except BaseException as e:  # noqa: BLE001 - handed to the driver thread
@@ -204,10 +206,11 @@ class _UnitThread:
     def wait_ready(self, timeout: float) -> None:
         self._ready.result(timeout=timeout)
 
-    def run_unit(self, unit: WorkUnit, timeout: float) -> list[EpisodeResult]:
+    def submit(self, unit: WorkUnit) -> Future[list[EpisodeResult]]:
+        """Queue ``unit``; its future gets the results (cancel it to skip a queued unit)."""
         fut: Future[list[EpisodeResult]] = Future()
         self._jobs.put((unit, fut))
-        return fut.result(timeout=timeout)
+        return fut
 
     def stop(self) -> None:
         self._jobs.put((None, Future()))
@@ -249,18 +252,29 @@ class SerialBackend(_Emitter):
         self._worker = worker
 
     def run(self, units: Sequence[WorkUnit], on_unit: OnUnit) -> None:
-        """Run ``units`` in order (see :class:`SerialBackend`)."""
-        for unit in units:
+        """Run ``units`` in order (see :class:`SerialBackend`).
+
+        The next unit is queued on the worker before this one's results are stored, so
+        the worker never waits for the driver thread (on a loaded machine every such
+        hand-over waits for the scheduler); results are still stored in unit order.
+        """
+        ahead: Future[list[EpisodeResult]] | None = None  # units[i] queued while i - 1 ran
+        for i, unit in enumerate(units):
             budget = unit_budget_s(self.manifest, unit, self.options.unit_timeout_s)
             results: list[EpisodeResult] | None = None
             for attempt in range(1, MAX_UNIT_ATTEMPTS + 1):
                 self.start()
                 assert self._worker is not None
                 name = self._worker.name
+                fut = ahead if ahead is not None else self._worker.submit(unit)
+                ahead = self._worker.submit(units[i + 1]) if i + 1 < len(units) else None
                 try:
-                    results = self._worker.run_unit(unit, timeout=budget)
+                    results = fut.result(timeout=budget)
                     break
                 except FutureTimeout:
+                    if ahead is not None:
+                        ahead.cancel()  # the next worker runs it
+                        ahead = None
                     self._worker.stop()  # it ends if the unit ever returns
                     self._worker = None
                     last = attempt == MAX_UNIT_ATTEMPTS

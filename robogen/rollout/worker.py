@@ -308,13 +308,11 @@ class EpisodeWorker:
                 if not live:
                     continue
                 actions = self._act(slots, live, start)
+                if low is not None:  # one call for the batch: the same values as row by row
+                    actions = np.clip(actions, low, high)
                 for k in live:
-                    if slots[k].done:
-                        continue
-                    a = actions[k]
-                    if low is not None:
-                        a = np.clip(a, low, high)
-                    self._step(envs[k], slots[k], a, start)
+                    if not slots[k].done:
+                        self._step(envs[k], slots[k], actions[k], start)
         self._resolve_frames(slots, range(n), start)  # the last frames (and their errors)
         if self._latency is not None:
             for k, slot in enumerate(slots):
@@ -379,8 +377,9 @@ class EpisodeWorker:
                     self._finish(slots[k], start, cause=_error_cause(e), error=_short_error(e))
             shape = next((r.shape for r in per if r is not None), (1,))
             actions = np.stack([r if r is not None else np.zeros(shape, np.float32) for r in per])
+        finite = np.isfinite(actions.reshape(len(actions), -1)).all(axis=1)  # one call per batch
         for k in live:
-            if not slots[k].done and not np.all(np.isfinite(actions[k])):
+            if not slots[k].done and not finite[k]:
                 self._finish(
                     slots[k],
                     start,
