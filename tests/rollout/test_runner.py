@@ -11,7 +11,8 @@ import time
 from pathlib import Path
 
 from robogen.configs import load_eval_config
-from robogen.rollout.runner import evaluate, plan_units, resume
+from robogen.reports.evaluation import evaluate, resume
+from robogen.rollout.runner import plan_units
 from robogen.rollout.store import ResultStore
 
 
