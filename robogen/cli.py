@@ -196,7 +196,7 @@ def eval_cmd(
     resume: Annotated[Path | None, typer.Option(help="Finish the killed run in RUN_DIR.")] = None,
 ) -> None:
     """Evaluate a policy across perturbation axes and write a report."""
-    from robogen.rollout import runner
+    from robogen.reports import evaluation
 
     if resume is not None:
         given = {
@@ -220,7 +220,7 @@ def eval_cmd(
         with ProgressBars() as bars:
             bar = bars.stage(f"resume {resume}")
             outcome = _guard(
-                runner.resume,
+                evaluation.resume,
                 resume,
                 backend=backend or "ray",
                 workers=workers,
@@ -280,7 +280,7 @@ def eval_cmd(
     try:
         with ProgressBars() as bars:
             bar = bars.stage(f"{cfg.env} / {cfg.policy}")
-            outcome = _guard(runner.evaluate, cfg, progress=bar)
+            outcome = _guard(evaluation.evaluate, cfg, progress=bar)
     except KeyboardInterrupt:
         where = cfg.out or "RUN_DIR"
         sys.stderr.write(f"\ninterrupted; finish it with: robogen eval --resume {where}\n")
@@ -347,9 +347,9 @@ def _eval_several(cfg: Any, policies: list[str]) -> None:
 @app.command("report")
 def report_cmd(run_dir: Annotated[Path, typer.Argument(help="A run directory.")]) -> None:
     """Rebuild report.{json,md,html} and plots from a run directory's stored episodes."""
-    from robogen.rollout import runner
+    from robogen.reports import evaluation
 
-    _print_outcome(_guard(runner.rebuild_report, run_dir))
+    _print_outcome(_guard(evaluation.rebuild_report, run_dir))
 
 
 @app.command("preview")

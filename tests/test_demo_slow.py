@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from robogen.configs import load_eval_config
-from robogen.rollout.runner import evaluate
+from robogen.reports.evaluation import evaluate
 
 pytestmark = pytest.mark.slow
 

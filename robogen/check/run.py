@@ -191,7 +191,7 @@ def _same_protocol(
 
 def _evaluate(cfg: EvalConfig, uri: str, progress: ProgressFn | None,
               check: Callable[[EvalManifest], None] | None = None) -> RunData:
-    from robogen.rollout.runner import evaluate
+    from robogen.reports.evaluation import evaluate
 
     with _check_flags(cfg):
         outcome = evaluate(cfg, progress=progress, check_manifest=check)
@@ -248,7 +248,7 @@ class _EvalSide:
         return _evaluated_info(self.uri, d)
 
     def finish(self) -> Path:
-        from robogen.rollout.runner import finish_report
+        from robogen.reports.evaluation import finish_report
 
         if self.session is not None:
             self.session.close()

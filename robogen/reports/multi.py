@@ -17,7 +17,8 @@ from pathlib import Path
 
 from robogen.configs import EvalConfig
 from robogen.errors import InvalidSpecError, RunDirError
-from robogen.rollout.runner import EvalOutcome, ProgressFn, evaluate, prepare
+from robogen.reports.evaluation import EvalOutcome, evaluate
+from robogen.rollout.runner import ProgressFn, prepare
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,8 +1,11 @@
-"""Evaluate a policy across axes: plan, run on a backend, store, report.
+"""Run an evaluation's episodes: prepare, plan, run on a backend, store.
 
-``evaluate(config)`` is the main job behind ``robogen eval``; ``resume(run_dir)``
-finishes a killed run; ``rebuild_report(run_dir)`` rewrites the report from the
-stored episodes.
+``run_evaluation(config)`` creates a run directory and runs all of its episodes;
+``resume_run(run_dir)`` runs a killed run's missing units. Both end with the episodes
+stored and build no report: :mod:`robogen.reports.evaluation` (``evaluate``, ``resume``,
+``rebuild_report``: the jobs behind ``robogen eval`` and ``robogen report``) calls them
+and writes the report, and passes in the stop rule of ``--episodes auto`` runs
+(:func:`robogen.reports.sequential_planner`).
 """
 
 from __future__ import annotations
@@ -11,18 +14,19 @@ import json
 import re
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from robogen.configs import EvalConfig
-from robogen.errors import InvalidSpecError, RunDirError
+from robogen.errors import InvalidSpecError
 from robogen.rollout.backend import Backend, BackendOptions
 from robogen.rollout.backends import make_backend
 from robogen.rollout.manifest import build_manifest, require_schema, with_hash
 from robogen.rollout.plan import make_units
+from robogen.rollout.sequential import Planner
 from robogen.rollout.session import EvalSession
 from robogen.rollout.store import ResultStore
 from robogen.types import (
@@ -36,21 +40,19 @@ RETRIED_ON_RESUME = ("worker_died", "infra_timeout", "infra_error")
 """Causes whose units ``--resume`` runs again (the machinery failed; the cell may work now)."""
 
 ProgressFn = Callable[[int, int], None]
+PlannerFactory = Callable[[EvalManifest], Planner]
+"""A sequential run's manifest -> its stop rule (:func:`robogen.reports.sequential_planner`)."""
+
+NO_PLANNER = (
+    "run {name!r} is sequential (--episodes auto) but no make_planner was given; pass "
+    "make_planner=robogen.reports.sequential_planner (robogen.reports.evaluation does)"
+)
 
 
-@dataclass(frozen=True, slots=True)
-class EvalOutcome:
-    """What an evaluation produced.
-
-    Attributes:
-        run_dir: The run directory.
-        n_episodes: Episodes stored.
-        files: Report files by kind (``json``, ``md``, ``html``, plots, videos).
-    """
-
-    run_dir: Path
-    n_episodes: int
-    files: dict[str, Path]
+def _require_planner(manifest: EvalManifest, make_planner: PlannerFactory | None,
+                     name: str) -> None:
+    if manifest.sequential is not None and make_planner is None:
+        raise TypeError(NO_PLANNER.format(name=name))
 
 
 def _default_out(cfg: EvalConfig) -> Path:
@@ -198,7 +200,7 @@ def run_session(store: ResultStore, options: BackendOptions,
         session.run(progress=progress, rerun=rerun)
 
 
-def _sweep(store: ResultStore, options: BackendOptions, progress: ProgressFn | None) -> None:
+def run_sweep(store: ResultStore, options: BackendOptions, progress: ProgressFn | None) -> None:
     """Severity sweep rounds: add the bisection severities of every axis, run them, repeat.
 
     New conditions are appended to the manifest (rewritten atomically before
@@ -243,13 +245,14 @@ def _sweep(store: ResultStore, options: BackendOptions, progress: ProgressFn | N
         run_session(store, options, progress)
 
 
-def evaluate(
+def run_evaluation(
     cfg: EvalConfig,
     *,
     progress: ProgressFn | None = None,
     check_manifest: Callable[[EvalManifest], None] | None = None,
-) -> EvalOutcome:
-    """Run the evaluation ``cfg`` describes and write its report.
+    make_planner: PlannerFactory | None = None,
+) -> ResultStore:
+    """Create the run directory ``cfg`` describes and run all of its episodes (no report).
 
     Args:
         cfg: The evaluation.
@@ -257,16 +260,24 @@ def evaluate(
         check_manifest: Called with the prepared manifest before anything is written
             or run; raising there stops the evaluation (``robogen check`` refuses a
             protocol that differs from its baseline's this way).
+        make_planner: The stop rule of a sequential (``--episodes auto``) run; required
+            for one (:func:`robogen.reports.sequential_planner`).
+
+    Returns:
+        The run's store, every episode stored.
 
     Raises:
         InvalidSpecError, SpaceMismatchError, CheckpointError, UnknownNameError,
         RunDirError: On bad input, before any episode runs or any file is written.
+        TypeError: If the run is sequential and ``make_planner`` is None (before
+            anything is written).
     """
     out = Path(cfg.out) if cfg.out else _default_out(cfg)
     ResultStore.require_new(out)
     manifest = prepare(cfg)
     if check_manifest is not None:
         check_manifest(manifest)
+    _require_planner(manifest, make_planner, str(out))
     # workers start before the run dir exists: a set-up failure leaves nothing behind
     backend = make_backend(manifest, backend_options(cfg), max_workers=len(plan_units(manifest)))
     try:
@@ -277,46 +288,53 @@ def evaluate(
         backend.close()
         raise
     if manifest.sequential is not None:
-        run_auto(store, backend_options(cfg), progress, backend=backend)
+        assert make_planner is not None  # _require_planner
+        run_auto(store, backend_options(cfg), make_planner, progress, backend=backend)
     else:
         run_session(store, backend_options(cfg), progress, backend=backend)
-        _sweep(store, backend_options(cfg), progress)
-    return finish_report(store, videos=cfg.videos)
+        run_sweep(store, backend_options(cfg), progress)
+    return store
 
 
-def run_auto(store: ResultStore, options: BackendOptions, progress: ProgressFn | None = None,
-             backend: Backend | None = None, rerun: frozenset[int] = frozenset()) -> None:
+def run_auto(store: ResultStore, options: BackendOptions, make_planner: PlannerFactory,
+             progress: ProgressFn | None = None, backend: Backend | None = None,
+             rerun: frozenset[int] = frozenset()) -> None:
     """Run a sequential (``--episodes auto``) run's rounds until every condition stopped.
 
     See :mod:`robogen.rollout.sequential`; the stop decisions come from
-    :func:`robogen.reports.sequential_planner` (stored outcomes only, so a resumed run
-    stops where an uninterrupted one does).
+    ``make_planner(manifest)``, :func:`robogen.reports.sequential_planner` (stored
+    outcomes only, so a resumed run stops where an uninterrupted one does).
 
     Raises:
         WorkerSetupError: If the workers cannot start.
     """
-    from robogen.reports import sequential_planner
     from robogen.rollout.sequential import run_sequential
 
     m = store.manifest
     if backend is None:
         per_cond = -(-m.n_episodes // m.batch_size)
         backend = make_backend(m, options, max_workers=max(per_cond * len(m.conditions), 1))
-    run_sequential(store, backend, sequential_planner(m), progress=progress, rerun=rerun)
+    run_sequential(store, backend, make_planner(m), progress=progress, rerun=rerun)
 
 
-def resume(
+def saved_config(run_dir: Path) -> dict[str, Any]:
+    """A run's ``eval_config.json`` as data (``{}`` for a run dir written without one)."""
+    cfg_path = Path(run_dir) / "eval_config.json"
+    return json.loads(cfg_path.read_text()) if cfg_path.exists() else {}
+
+
+def resume_run(
     run_dir: Path,
     *,
     backend: str = "ray",
     workers: int | None = None,
     address: str | None = None,
     progress: ProgressFn | None = None,
-    videos: int | None = None,
     unit_timeout: float | None = None,
     retry_invalid: bool = True,
-) -> EvalOutcome:
-    """Finish a killed run: run only the units without a stored part, then report.
+    make_planner: PlannerFactory | None = None,
+) -> ResultStore:
+    """Finish a killed run: run only the units without a stored part (no report).
 
     Units with episodes stored as ``worker_died``, ``infra_timeout`` or ``infra_error``
     (:data:`RETRIED_ON_RESUME`: the machinery failed, e.g. a policy server was down) are
@@ -328,13 +346,18 @@ def resume(
         workers: Ray workers (default: the cluster's free CPUs).
         address: Ray cluster to join.
         progress: Called with (episodes done, total).
-        videos: Failures filmed per axis (default: the run's setting).
         unit_timeout: Wall-clock budget per unit [s] (default: the run's setting, else
             derived from the unit's steps).
         retry_invalid: Rerun units the run gave up on.
+        make_planner: The stop rule of a sequential run; required for one.
+
+    Returns:
+        The run's store, every episode stored.
 
     Raises:
         RunDirError: If ``run_dir`` is missing, empty or corrupt.
+        InvalidSpecError: If ``backend`` is not ``ray`` or ``serial``.
+        TypeError: If the run is sequential and ``make_planner`` is None.
         WorkerSetupError: If the workers cannot start.
     """
     store = ResultStore.open(run_dir)
@@ -342,55 +365,19 @@ def resume(
     require_schema(store.manifest, run_dir)
     if backend not in ("ray", "serial"):
         raise InvalidSpecError(f"backend must be 'ray' or 'serial', got {backend!r}")
-    cfg_path = store.run_dir / "eval_config.json"
-    n_videos = videos
-    num_gpus = 0.0
-    if cfg_path.exists():
-        saved = json.loads(cfg_path.read_text())
-        n_videos = saved.get("videos", 2) if videos is None else videos
-        num_gpus = float(saved.get("num_gpus_per_worker", 0.0))
-        if unit_timeout is None:
-            unit_timeout = saved.get("unit_timeout")
+    _require_planner(store.manifest, make_planner, str(run_dir))
+    saved = saved_config(store.run_dir)
+    num_gpus = float(saved.get("num_gpus_per_worker", 0.0))
+    if unit_timeout is None:
+        unit_timeout = saved.get("unit_timeout")
     options = BackendOptions(kind=backend, workers=workers,  # type: ignore[arg-type]
                              address=address, num_gpus_per_worker=num_gpus,
                              unit_timeout_s=unit_timeout)
     rerun = store.units_with_causes(RETRIED_ON_RESUME) if retry_invalid else frozenset()
     if store.manifest.sequential is not None:
-        run_auto(store, options, progress, rerun=rerun)
+        assert make_planner is not None  # _require_planner
+        run_auto(store, options, make_planner, progress, rerun=rerun)
     else:
         run_session(store, options, progress, rerun=rerun)
-        _sweep(store, options, progress)
-    return finish_report(store, videos=2 if n_videos is None else n_videos)
-
-
-def finish_report(
-    store: ResultStore, *, videos: int = 0, keep_videos: dict[str, str] | None = None
-) -> EvalOutcome:
-    """Build and write the report of a run (and film failure videos if asked)."""
-    from robogen.perturbations import AXES
-    from robogen.reports import build_report, write_report
-
-    results = store.load_results()
-    if not results:
-        raise RunDirError(f"run directory {str(store.run_dir)!r} has no finished episodes")
-    m = store.manifest
-    kinds = {a: AXES.get(a).kind for a in m.axes if a in AXES}
-    from robogen.rollout.faults import load_faults
-
-    report = build_report(results, m, policy_obs_mode=m.policy_obs_mode, axis_kinds=kinds,
-                          faults=load_faults(store.run_dir))
-    video_files: dict[str, str] = dict(keep_videos or {})
-    if videos > 0:
-        from robogen.reports.failure_videos import film_failures
-
-        video_files = film_failures(store, results, per_axis=videos)
-    files = write_report(report, store.run_dir, videos=video_files)
-    return EvalOutcome(store.run_dir, len(results), dict(files))
-
-
-def rebuild_report(run_dir: Path) -> EvalOutcome:
-    """Rewrite report files from the stored episodes (keeps existing videos)."""
-    from robogen.rollout.replay import existing_videos
-
-    store = ResultStore.open(run_dir)
-    return finish_report(store, videos=0, keep_videos=existing_videos(store.run_dir))
+        run_sweep(store, options, progress)
+    return store

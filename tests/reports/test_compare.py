@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 from robogen.cli import app
 from robogen.configs import load_eval_config
 from robogen.reports.compare import compare_runs, load_run
-from robogen.rollout.runner import evaluate
+from robogen.reports.evaluation import evaluate
 from robogen.rollout.store import ResultStore
 
 FIXTURES = Path(__file__).resolve().parents[1] / "check" / "degraded_policies.py"

@@ -187,7 +187,7 @@ def _episodes(run_dir: Path) -> list:
 def test_a_run_stored_before_the_newer_fields_resumes(tmp_path):
     """A manifest.json without the fields added since (as the fixture) loads, keeps its hash
     and resumes to the episodes an uninterrupted run stores."""
-    from robogen.rollout.runner import evaluate, resume
+    from robogen.reports.evaluation import evaluate, resume
     from robogen.rollout.store import MANIFEST, ResultStore
 
     out = tmp_path / "old"

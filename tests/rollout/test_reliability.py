@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from robogen.configs import load_eval_config
+from robogen.reports.evaluation import evaluate, resume
 from robogen.rollout.faults import load_faults
 from robogen.rollout.plan import episode_seed
-from robogen.rollout.runner import evaluate, resume
 from robogen.rollout.store import ResultStore
 from tests.rollout.cluster import LoopbackCluster
 

@@ -13,7 +13,7 @@ from robogen.configs import load_eval_config
 from robogen.envs import render
 from robogen.envs.render import FRAME_TIMED_OUT, PendingFrame, RenderTimeoutError
 from robogen.errors import InfrastructureError
-from robogen.rollout.runner import evaluate
+from robogen.reports.evaluation import evaluate
 from robogen.rollout.store import ResultStore
 
 

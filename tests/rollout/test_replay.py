@@ -45,8 +45,8 @@ VECNORM = "robogen/assets/checkpoints/ppo_reacher_vecnormalize.pkl"
 def test_a_replay_reproduces_its_stored_episode_exactly(tmp_path) -> None:
     """The shipped PPO checkpoint's batched MLP depends on the batch it runs in; a replay
     runs the stored unit's batch again, so return, length and outcome match exactly."""
+    from robogen.reports.evaluation import evaluate
     from robogen.rollout.replay import replay_differences, replay_episode
-    from robogen.rollout.runner import evaluate
     from robogen.rollout.store import ResultStore
 
     cfg = load_eval_config(
@@ -90,8 +90,8 @@ def test_an_episode_replayed_alone_is_the_stored_one(tmp_path) -> None:
     """The shipped pixel policy's rows depend on the batch's shape and a row's place in it,
     not on the other rows: run alone in its unit's layout, each stored episode comes back
     exactly (return, length, outcome) with the same frames as a replay of its whole unit."""
+    from robogen.reports.evaluation import evaluate
     from robogen.rollout.replay import replay_differences, stored_unit
-    from robogen.rollout.runner import evaluate
     from robogen.rollout.store import ResultStore
 
     cfg = load_eval_config(
@@ -136,8 +136,8 @@ def test_only_a_policy_without_slots_runs_an_episode_alone(tmp_path) -> None:
 
 
 def test_a_failure_video_records_the_camera_it_was_filmed_from(tmp_path) -> None:
+    from robogen.reports.evaluation import evaluate
     from robogen.reports.video import read_video_info
-    from robogen.rollout.runner import evaluate
 
     for obs_mode, camera in (("pixels", "side"), ("state", "front")):  # observation camera
         cfg = load_eval_config(

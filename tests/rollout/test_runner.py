@@ -10,8 +10,11 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from robogen.configs import load_eval_config
-from robogen.rollout.runner import evaluate, plan_units, resume
+from robogen.reports.evaluation import evaluate, resume
+from robogen.rollout.runner import plan_units
 from robogen.rollout.store import ResultStore
 
 
@@ -127,3 +130,34 @@ def test_killed_run_resumes_without_lost_or_repeated_episodes(tmp_path):
         )
     )
     assert _strip(results) == _strip(ResultStore.open(full.run_dir).load_results())
+
+
+def test_the_runner_stores_episodes_and_the_report_is_built_above_it(tmp_path):
+    """rollout/ runs and stores a run's episodes and writes no report; the report that
+    ``robogen.reports.evaluation`` builds from them is the one ``evaluate`` writes."""
+    from robogen.reports.evaluation import finish_report
+    from robogen.rollout.runner import run_evaluation
+
+    store = run_evaluation(_cfg(tmp_path / "run", "serial", axes=["physics"], combined=False))
+    assert len(store.load_results()) == 6 * 2 and store.done_units()
+    assert not list(store.run_dir.glob("report.*"))
+    outcome = finish_report(store)
+    direct = evaluate(_cfg(tmp_path / "direct", "serial", axes=["physics"], combined=False))
+    assert outcome.n_episodes == direct.n_episodes == 12
+    assert _strip(store.load_results()) == _strip(ResultStore.open(direct.run_dir).load_results())
+    assert sorted(outcome.files) == sorted(direct.files)
+
+
+def test_a_sequential_run_without_a_stop_rule_is_refused_before_anything_is_written(tmp_path):
+    from robogen.rollout.runner import NO_PLANNER, resume_run, run_evaluation
+
+    out = tmp_path / "auto"
+    cfg = _cfg(out, "serial", axes=["physics"], combined=False, episodes="auto",
+               target_halfwidth=0.2, max_episodes=16, batch_size=8)
+    with pytest.raises(TypeError, match="make_planner=robogen.reports.sequential_planner"):
+        run_evaluation(cfg)
+    assert not out.exists()
+    evaluate(cfg)  # the reports layer passes the stop rule down
+    with pytest.raises(TypeError) as e:
+        resume_run(out, backend="serial")
+    assert str(e.value) == NO_PLANNER.format(name=str(out))

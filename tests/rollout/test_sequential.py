@@ -17,6 +17,7 @@ from typer.testing import CliRunner
 
 from robogen.cli import app
 from robogen.configs import load_eval_config
+from robogen.reports.evaluation import evaluate, resume
 from robogen.reports.sequential import (
     REASON_NOMINAL,
     REASON_RUNNING,
@@ -26,7 +27,6 @@ from robogen.reports.sequential import (
 from robogen.reports.stopping import simulate_stop_rule
 from robogen.reports.writers import load_report
 from robogen.rollout.manifest import spec_hash
-from robogen.rollout.runner import evaluate, resume
 from robogen.rollout.sequential import ConditionTarget, round_units
 from robogen.rollout.store import ResultStore
 from robogen.types import SEQUENTIAL_METHOD, Condition, EvalManifest, SequentialRule, WorkUnit

@@ -12,8 +12,8 @@ import pytest
 
 from robogen.configs import load_eval_config
 from robogen.perturbations import AXES, Axis, Perturbation
+from robogen.reports.evaluation import evaluate
 from robogen.reports.records import STATUS_INVALID
-from robogen.rollout.runner import evaluate
 from robogen.rollout.store import ResultStore
 
 AXIS = "timestep_x150"
