@@ -108,10 +108,7 @@ ROBOGEN_STAGES = textwrap.dedent("""
     from robogen.rollout import runner
     from robogen.rollout.backends import make_backend
     from robogen.rollout.store import ResultStore
-    try:  # the report step's home after the rollout/report split
-        from robogen.reports.evaluation import finish_report
-    except ImportError:
-        from robogen.rollout.runner import finish_report
+    from robogen.reports.evaluation import finish_report
     mark("imports: CLI, configs, store, reports")
     import gymnasium, mujoco, stable_baselines3, torch  # noqa: F401, E401
     mark("imports: torch, SB3, gymnasium, MuJoCo")

@@ -117,8 +117,9 @@ def _evaluate_all(
     run) are filmed in parallel Ray tasks, one CPU each, instead of one run after the
     other in this process; each run's report is written after its episodes and again
     with its videos. The episodes, videos and reports are the same as one
-    :func:`~robogen.rollout.runner.evaluate` per policy.
+    :func:`~robogen.reports.evaluation.evaluate` per policy.
     """
+    from robogen.reports.evaluation import finish_report
     from robogen.reports.failure_videos import film_run
     from robogen.rollout.backends import (
         map_calls,
@@ -127,7 +128,6 @@ def _evaluate_all(
         stop_ray_cluster,
     )
     from robogen.rollout.ray_backend import cluster_address
-    from robogen.rollout.runner import finish_report
     from robogen.rollout.store import ResultStore
 
     first = cfgs[0]
