@@ -227,11 +227,11 @@ class EpisodeWorker:
 
     def can_run_alone(self) -> bool:
         """Whether :meth:`run_unit` may run one episode ``alone`` (see there): the policy is
-        loaded, takes every row of the batch (no ``slots``) and reads no simulator state."""
+        loaded and reads no simulator state (a policy with ``slots`` sees only the episode's
+        row, at its own slot)."""
         from robogen.policies.base import PrivilegedPolicy
 
-        return (self._load_policy() and not self._takes_slots
-                and not isinstance(self.policy, PrivilegedPolicy))
+        return self._load_policy() and not isinstance(self.policy, PrivilegedPolicy)
 
     def run_unit(self, unit: WorkUnit, *, alone: int | None = None) -> list[EpisodeResult]:
         """Run every episode of ``unit`` as one lockstep batch; never raises for an episode.
@@ -239,10 +239,11 @@ class EpisodeWorker:
         Args:
             unit: The unit.
             alone: Run only this episode of the unit (a replay for a video): its env is the
-                only one stepped, but the policy still sees the unit's batch layout (as many
-                rows, this episode's at its own row, every other row a copy of it), so a
-                policy whose rows do not depend on the other rows' contents acts exactly as
-                in the whole unit. Needs :meth:`can_run_alone`.
+                only one stepped, but the policy still sees the unit's batch layout (without
+                ``slots``: as many rows, this episode's at its own row, every other row a
+                copy of it; with ``slots``: its row alone, at its own slot), so a policy
+                whose rows do not depend on the other rows' contents acts exactly as in the
+                whole unit. Needs :meth:`can_run_alone`.
 
         Returns:
             One result per episode of the unit (only ``alone``'s when given).
