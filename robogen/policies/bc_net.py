@@ -259,7 +259,8 @@ class BCModel:
         padded = 1 << max(0, (b - 1).bit_length())  # bucket batch sizes: few recompiles
         batch = {k: pad_rows(v, padded) for k, v in batch.items()}
         fn = predict_fn(self.config, self.act_dim)
-        out = np.asarray(fn(self.params, self._stats(), batch, b))[:b]
+        params, stats = self._on_device
+        out = np.asarray(fn(params, stats, batch, b))[:b]
         return (self.action_low + (out + 1.0) * 0.5 * (self.action_high - self.action_low)
                 ).astype(np.float32)
 
@@ -267,6 +268,11 @@ class BCModel:
         if self.obs_mean is None:
             return {}
         return {"mean": self.obs_mean, "std": self.obs_std}
+
+    @functools.cached_property
+    def _on_device(self) -> tuple[Any, dict[str, Any]]:
+        """``(params, stats)`` as JAX arrays, copied once instead of at every :meth:`predict`."""
+        return jax.device_put(self.params), jax.device_put(self._stats())
 
 
 def obs_dict(obs: Any, obs_mode: str) -> dict[str, NDArray[Any]]:
