@@ -308,10 +308,17 @@ class EpisodeWorker:
         low, high = getattr(action_space, "low", None), getattr(action_space, "high", None)
         # With deferred frames and a policy that acts on any subset of slots, the batch
         # runs as two interleaved halves: one half's frames are drawn on the render thread
-        # while the policy acts for, and the physics steps, the other half.
+        # while the policy acts for, and the physics steps, the other half. The halves are
+        # the first and second half of the running slots, split again at every step so
+        # that they stay even as episodes end (the frames are drawn in slot order).
         halves = self._takes_slots and self.manifest.obs_mode != "state" and n > 1
-        groups = [list(range(0, n, 2)), list(range(1, n, 2))] if halves else [list(range(n))]
         while not all(s.done for s in slots):
+            if halves:
+                running = [k for k in range(n) if not slots[k].done]
+                middle = (len(running) + 1) // 2
+                groups = [running[:middle], running[middle:]]
+            else:
+                groups = [list(range(n))]
             for group in groups:
                 # finished slots too: a policy without ``slots`` sees every slot's last frame
                 self._resolve_frames(slots, group, start)
