@@ -9,7 +9,9 @@
    render settings (frames only: no physics, no policy). Goal: >= 0.9.
    The same for the shipped pixel policy (``flax:.../push_pixels_plain`` on Push,
    ``state+pixels``): its inference is included on the eval side and excluded from
-   the raw side; the policy's own share of the eval time is printed separately.
+   the raw side; the policy's own share of the eval time is printed separately (the
+   policy takes ``slots``, so it acts for half of the envs while the other half's
+   frames are drawn: its share is time on the worker's thread, partly hidden).
 
 The machine is noisy; absolute times mean little, ratios are what to read.
 Usage: python benchmarks/bench_rollout.py [--episodes N] [--quick] [--only pixels,overhead,ray]

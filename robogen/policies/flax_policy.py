@@ -12,8 +12,12 @@ rollout:
 * actions: ``Box(action_low, action_high, (A,), float32)`` from the checkpoint.
 
 Acting is deterministic (the network's output; ``deterministic=False`` gives
-the same actions) and runs a jitted apply. JAX is imported only when a
-``flax:`` policy is loaded.
+the same actions) and runs a jitted apply, row by row, so that a row's action
+depends on its observation only (:meth:`~robogen.policies.bc_net.BCModel.predict`).
+The policy therefore takes ``slots`` (any subset of the envs at a time): a pixel
+evaluation runs its inference for half of a worker's envs while the other half's
+frames are drawn, with the same actions as over the whole batch. JAX is imported
+only when a ``flax:`` policy is loaded.
 """
 
 from __future__ import annotations
@@ -59,7 +63,9 @@ class FlaxBCPolicy:
         obs_mode: ``state``, ``pixels`` or ``state+pixels``.
     """
 
-    capabilities: ClassVar[PolicyCapabilities] = PolicyCapabilities(slots=False, seeds=False)
+    capabilities: ClassVar[PolicyCapabilities] = PolicyCapabilities(slots=True, seeds=False)
+    """``slots``: any subset of the envs may be passed (a row's action depends on its row only);
+    no ``seeds`` (deterministic)."""
 
     def __init__(self, model: BCModel, path: Path | None = None) -> None:
         from gymnasium import spaces
@@ -80,12 +86,15 @@ class FlaxBCPolicy:
     def reset(self, slots: Sequence[int]) -> None:
         """No per-episode state (feed-forward policy)."""
 
-    def act(self, obs: Any, *, deterministic: bool = True) -> np.ndarray:
-        """Actions for a batch.
+    def act(self, obs: Any, *, deterministic: bool = True,
+            slots: Sequence[int] | None = None) -> np.ndarray:
+        """Actions for a batch; row ``i``'s action depends on ``obs[i]`` only.
 
         Args:
             obs: ``(B, D) float32``, ``(B, H, W, 3) uint8`` or a dict with both.
             deterministic: Ignored; the policy is deterministic.
+            slots: The env slot of each row; ignored (no per-episode state, and a row's action
+                does not depend on the other rows).
 
         Returns:
             ``(B, A) float32`` actions within the action space.

@@ -217,11 +217,11 @@ class EpisodeWorker:
 
     def can_run_alone(self) -> bool:
         """Whether :meth:`run_unit` may run one episode ``alone`` (see there): the policy is
-        loaded, takes every row of the batch (no ``slots``) and reads no simulator state."""
+        loaded and reads no simulator state (a policy with ``slots`` sees only the episode's
+        row, at its own slot)."""
         from robogen.policies.base import PrivilegedPolicy
 
-        return (self._load_policy() and not self._takes_slots
-                and not isinstance(self.policy, PrivilegedPolicy))
+        return self._load_policy() and not isinstance(self.policy, PrivilegedPolicy)
 
     def run_unit(self, unit: WorkUnit, *, alone: int | None = None) -> list[EpisodeResult]:
         """Run every episode of ``unit`` as one lockstep batch; never raises for an episode.
@@ -229,10 +229,11 @@ class EpisodeWorker:
         Args:
             unit: The unit.
             alone: Run only this episode of the unit (a replay for a video): its env is the
-                only one stepped, but the policy still sees the unit's batch layout (as many
-                rows, this episode's at its own row, every other row a copy of it), so a
-                policy whose rows do not depend on the other rows' contents acts exactly as
-                in the whole unit. Needs :meth:`can_run_alone`.
+                only one stepped, but the policy still sees the unit's batch layout (without
+                ``slots``: as many rows, this episode's at its own row, every other row a
+                copy of it; with ``slots``: its row alone, at its own slot), so a policy
+                whose rows do not depend on the other rows' contents acts exactly as in the
+                whole unit. Needs :meth:`can_run_alone`.
 
         Returns:
             One result per episode of the unit (only ``alone``'s when given).
@@ -297,10 +298,17 @@ class EpisodeWorker:
         low, high = getattr(action_space, "low", None), getattr(action_space, "high", None)
         # With deferred frames and a policy that acts on any subset of slots, the batch
         # runs as two interleaved halves: one half's frames are drawn on the render thread
-        # while the policy acts for, and the physics steps, the other half.
+        # while the policy acts for, and the physics steps, the other half. The halves are
+        # the first and second half of the running slots, split again at every step so
+        # that they stay even as episodes end (the frames are drawn in slot order).
         halves = self._takes_slots and self.manifest.obs_mode != "state" and n > 1
-        groups = [list(range(0, n, 2)), list(range(1, n, 2))] if halves else [list(range(n))]
         while not all(s.done for s in slots):
+            if halves:
+                running = [k for k in range(n) if not slots[k].done]
+                middle = (len(running) + 1) // 2
+                groups = [running[:middle], running[middle:]]
+            else:
+                groups = [list(range(n))]
             for group in groups:
                 # finished slots too: a policy without ``slots`` sees every slot's last frame
                 self._resolve_frames(slots, group, start)

@@ -43,3 +43,25 @@ def test_nominal_success_is_the_measured_one(tmp_path: Path, variant: str) -> No
         # the plain policy never saw another texture: its gap is a measured, pinned fact
         gap = report.gap("texture@1")
         assert gap.status == "ok" and gap.ci_low > 0, gap
+
+
+def test_a_rows_action_depends_on_its_observation_only() -> None:
+    """Bit for bit, whatever the batch size, the row's place or the other rows (so episodes do
+    not depend on the batch they run in, and a worker may act on part of its envs)."""
+    import numpy as np
+
+    from robogen.policies.bc_io import load_bc
+
+    model = load_bc(ASSETS / "push_pixels_plain")
+    rng = np.random.default_rng(0)
+    obs = {"state": rng.normal(0.0, 0.3, (8, 30)).astype(np.float32),
+           "pixels": rng.integers(0, 256, (8, 84, 84, 3), dtype=np.uint8)}
+    full = model.predict(obs)
+    assert full.shape == (8, 6) and full.dtype == np.float32
+    assert len({tuple(a) for a in full}) == 8  # rows differ
+    for rows in ([0], [3], [1, 2], [5, 6, 7], [0, 2, 4, 6], [7, 6, 5, 4, 3, 2, 1, 0]):
+        part = model.predict({k: v[rows] for k, v in obs.items()})
+        assert np.array_equal(part, full[rows]), rows
+    other = {k: v.copy() for k, v in obs.items()}
+    other["pixels"][1:] = 255 - other["pixels"][1:]
+    assert np.array_equal(model.predict(other)[0], full[0])
