@@ -23,12 +23,13 @@ in-process, prints where the time went: imports, set-up (config, env, policy loa
 probe), the worker's start, rollouts with the Parquet parts, and the report; for SB3:
 imports, envs, ``PPO.load``, ``evaluate_policy``.
 
-Last measured (N=200, 4 pairs, vs SB3 on one torch thread, machine at load 20-35 on its
-2 shared cores): CPU 1.12x (was 1.21x on a quiet machine), wall 1.52x with pairs from 0.81x
-to 2.18x (wall means little at that load). Staged CPU seconds: robogen imports 0.66 (CLI,
-configs, store, reports) + 2.65 (torch, SB3, gymnasium, MuJoCo), set-up 0.35, rollouts and
-Parquet 6.00, report 1.24; SB3 imports 2.71, envs 0.19, ``PPO.load`` 1.89,
-``evaluate_policy`` 6.32. What made ``robogen eval`` cheaper (see README "Benchmarks"):
+Last measured (N=200, 4 pairs, SB3 on torch's default threads, quiet machine, load ~2):
+wall 1.07x (pairs 1.10, 1.04, 0.97, 1.17), CPU 0.73x. Staged: robogen imports 1.0 s (CLI,
+configs, store, reports) + 2.2 s (torch, SB3, gymnasium, MuJoCo), set-up 0.3 s, rollouts and
+Parquet 5.3 s, report 1.4 s; SB3 imports 2.4 s, envs 0.2 s, ``PPO.load`` 1.9 s,
+``evaluate_policy`` 4.5 s wall (8.8 s CPU: two threads). Under load SB3's default threads
+contend (48-54 s a run at load ~3), so only quiet-machine ratios mean anything.
+What made ``robogen eval`` cheaper (see README "Benchmarks"):
 
 * SB3 policy: deterministic PPO/A2C actions are the Gaussian's mean computed directly
   (``robogen.policies.sb3._mean_action_fn``, bitwise ``predict``), half of ``predict``'s
