@@ -249,8 +249,10 @@ class TabletopEnv(gym.Env[Any, np.ndarray]):
     def nominal_spec(self) -> mujoco.MjSpec:
         """A fresh, unedited spec of the nominal scene (new object each call)."""
         kw = self._init_kwargs
-        return sc.build_spec(shadowsize=kw["shadowsize"], offsamples=kw["offsamples"],
-                             numslices=kw["numslices"], numstacks=kw["numstacks"])
+        return sc.build_spec(shadowsize=int(kw["shadowsize"] or 0),
+                             offsamples=int(kw["offsamples"] or 0),
+                             numslices=int(kw["numslices"] or 0),
+                             numstacks=int(kw["numstacks"] or 0))
 
     def install_model(self, model: mujoco.MjModel) -> None:
         """Simulate ``model`` from now on: new ``MjData``, renderer re-pointed; spaces kept."""

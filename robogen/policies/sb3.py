@@ -217,7 +217,8 @@ def _mean_action_fn(policy: Any) -> Any:
         x = obs_as_tensor(obs.reshape((-1, *obs_shape)), device)
         with torch.inference_mode():
             features = policy.extract_features(x, policy.pi_features_extractor)
-            mean = policy.action_net(policy.mlp_extractor.forward_actor(features))
+            mean = policy.action_net(policy.mlp_extractor.forward_actor(
+                features))  # pyright: ignore[reportArgumentType]  # shared extractor: a Tensor
         actions = mean.cpu().numpy().reshape((-1, *act_shape))
         if policy.squash_output:
             return policy.unscale_action(actions)

@@ -385,7 +385,8 @@ class EpisodeWorker:
                     self._finish(slots[k], start, cause=_error_cause(e), error=_short_error(e))
             shape = next((r.shape for r in per if r is not None), (1,))
             actions = np.stack([r if r is not None else np.zeros(shape, np.float32) for r in per])
-        finite = np.isfinite(actions.reshape(len(actions), -1)).all(axis=1)  # one call per batch
+        finite: np.ndarray = np.asarray(  # one call per batch
+            np.isfinite(actions.reshape(len(actions), -1)).all(axis=1))
         for k in live:
             if not slots[k].done and not finite[k]:
                 self._finish(
