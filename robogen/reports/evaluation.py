@@ -18,6 +18,7 @@ from robogen.configs import EvalConfig
 from robogen.errors import RunDirError
 from robogen.perturbations import AXES
 from robogen.reports.build import build_report
+from robogen.reports.plot_worker import PlotWorker
 from robogen.reports.sequential import sequential_planner
 from robogen.reports.writers import write_report
 from robogen.rollout.faults import load_faults
@@ -61,9 +62,10 @@ def evaluate(
         InvalidSpecError, SpaceMismatchError, CheckpointError, UnknownNameError,
         RunDirError: On bad input, before any episode runs or any file is written.
     """
-    store = run_evaluation(cfg, progress=progress, check_manifest=check_manifest,
-                           make_planner=sequential_planner)
-    return finish_report(store, videos=cfg.videos)
+    with PlotWorker() as plotter:  # imports matplotlib on another core while episodes run
+        store = run_evaluation(cfg, progress=progress, check_manifest=check_manifest,
+                               make_planner=sequential_planner)
+        return finish_report(store, videos=cfg.videos, plotter=plotter)
 
 
 def resume(
@@ -99,15 +101,20 @@ def resume(
         InvalidSpecError: If ``backend`` is not ``ray`` or ``serial``.
         WorkerSetupError: If the workers cannot start.
     """
-    store = resume_run(run_dir, backend=backend, workers=workers, address=address,
-                       progress=progress, unit_timeout=unit_timeout,
-                       retry_invalid=retry_invalid, make_planner=sequential_planner)
-    n_videos = saved_config(store.run_dir).get("videos", 2) if videos is None else videos
-    return finish_report(store, videos=2 if n_videos is None else n_videos)
+    with PlotWorker() as plotter:
+        store = resume_run(run_dir, backend=backend, workers=workers, address=address,
+                           progress=progress, unit_timeout=unit_timeout,
+                           retry_invalid=retry_invalid, make_planner=sequential_planner)
+        n_videos = saved_config(store.run_dir).get("videos", 2) if videos is None else videos
+        return finish_report(store, videos=2 if n_videos is None else n_videos, plotter=plotter)
 
 
 def finish_report(
-    store: ResultStore, *, videos: int = 0, keep_videos: dict[str, str] | None = None
+    store: ResultStore,
+    *,
+    videos: int = 0,
+    keep_videos: dict[str, str] | None = None,
+    plotter: PlotWorker | None = None,
 ) -> EvalOutcome:
     """Build and write the report of a stored run (and film failure videos if asked).
 
@@ -115,6 +122,7 @@ def finish_report(
         store: The run's store.
         videos: Failures filmed per axis (0: none).
         keep_videos: Video files (by kind) already in the run dir to link from the report.
+        plotter: A started helper that draws the figures (default: drawn in-process).
 
     Raises:
         RunDirError: If the run has no finished episode.
@@ -131,7 +139,8 @@ def finish_report(
         from robogen.reports.failure_videos import film_failures
 
         video_files = film_failures(store, results, per_axis=videos)
-    files = write_report(report, store.run_dir, videos=video_files)
+    files = write_report(report, store.run_dir, videos=video_files,
+                         draw=plotter.draw if plotter is not None else None)
     return EvalOutcome(store.run_dir, len(results), dict(files))
 
 

@@ -17,6 +17,7 @@ from matplotlib.patches import Patch
 
 from robogen._atomic import write_atomic
 from robogen.reports.figures import empty_axes, figure_png, new_figure, rows_figure
+from robogen.reports.plot_worker import PLOT_FILES
 from robogen.reports.records import (
     STATUS_NOT_APPLIED,
     STATUS_NOT_OBSERVED,
@@ -29,13 +30,6 @@ _OK_COLOR = "#3366aa"
 _FLAG_COLOR = "#aaaaaa"
 _COMBINED_COLOR = "#aa4433"
 
-PLOT_FILES = {
-    "gaps": "gaps.png",
-    "severity": "severity.png",
-    "conditions": "conditions.png",
-    "interactions": "interactions.png",
-}
-"""Plot key -> file name written by :func:`save_plots`."""
 
 
 def gap_chart_png(report: Report) -> bytes:

@@ -16,13 +16,14 @@ import base64
 import html
 import json
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from urllib.parse import quote
 
 from robogen._atomic import write_atomic
 from robogen.errors import InvalidSpecError, RunDirError
 from robogen.reports.html_parts import CSS, NA, gap_ci, html_table, level_label
+from robogen.reports.plot_worker import PLOT_FILES, draw_in_process
 from robogen.reports.provenance import policy_load_lines, run_facts, video_infos
 from robogen.reports.records import (
     REPORT_SCHEMA_VERSION,
@@ -54,6 +55,7 @@ def write_report(
     *,
     plots: bool = True,
     videos: Mapping[str, str] | None = None,
+    draw: Callable[[Report], dict[str, bytes]] | None = None,
 ) -> dict[str, Path]:
     """Write ``report.json``, ``report.md``, ``report.html`` (and plots) into ``run_dir``.
 
@@ -64,6 +66,9 @@ def write_report(
         videos: Label -> video path (relative to ``run_dir``, or absolute inside
             it), e.g. ``{"texture@1 ep 3": "videos/texture@1_ep3.mp4"}``;
             linked from the HTML and listed in the markdown.
+        draw: Draws the figures (plot key -> PNG bytes), e.g. a started
+            :class:`~robogen.reports.plot_worker.PlotWorker`'s ``draw``; default: in
+            this process.
 
     Returns:
         Keys ``json``, ``md``, ``html`` (and ``plot_gaps``, ``plot_severity``,
@@ -80,9 +85,7 @@ def write_report(
     written: dict[str, Path] = {}
     images: dict[str, bytes] = {}
     if plots:
-        from robogen.reports.plots import PLOT_FILES, all_plots_png
-
-        images = all_plots_png(report)
+        images = (draw or draw_in_process)(report)
         (run_dir / PLOTS_DIR).mkdir(exist_ok=True)
         for key, data in images.items():
             written[f"plot_{key}"] = atomic_write_bytes(run_dir / PLOTS_DIR / PLOT_FILES[key], data)

@@ -410,7 +410,7 @@ class EpisodeWorker:
         if self.frame_hook is not None:
             self.frame_hook(slot.episode_index, env)
         reward = float(reward)
-        if not np.isfinite(reward):
+        if not math.isfinite(reward):
             self._finish(slot, start, cause="sim_unstable", error=f"non-finite reward {reward!r}")
             return
         slot.ret += reward

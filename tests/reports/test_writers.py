@@ -14,6 +14,7 @@ import pytest
 
 from robogen.errors import InvalidSpecError, RunDirError
 from robogen.reports import Report, build_report, load_report, write_report
+from robogen.reports.plot_worker import PlotWorker, draw_in_process
 from robogen.reports.plots import gap_chart_png
 from robogen.reports.video import (
     VideoInfo,
@@ -227,3 +228,74 @@ def test_grid_png(tmp_path: Path) -> None:
     np.testing.assert_array_equal(img[y : y + 168 : 2, x : x + 168 : 2, :3], images[1, 2])
     with pytest.raises(InvalidSpecError, match="row labels"):
         write_grid_png(tmp_path / "g2.png", images, ["a"], ["0", "0.5", "1"])
+
+
+def test_plot_worker_draws_the_in_process_bytes(report: Report) -> None:
+    worker = PlotWorker(skip_if_loaded=False)
+    with worker:
+        assert worker.running
+        images = worker.draw(report)
+        assert not worker.running  # one report per helper
+    assert list(images) == ["gaps", "severity", "conditions"]
+    assert images == draw_in_process(report)
+    assert all(v.startswith(PNG_MAGIC) for v in images.values())
+
+
+def test_plot_worker_failure_falls_back_to_the_same_bytes(report: Report) -> None:
+    worker = PlotWorker(skip_if_loaded=False)
+    worker.start()
+    proc = worker._proc  # noqa: SLF001 - kill the helper as a crash would
+    assert proc is not None
+    proc.kill()
+    proc.wait(timeout=10)
+    assert worker.draw(report) == draw_in_process(report)
+    assert proc.poll() is not None
+
+
+def test_plot_worker_off_switch_and_loaded_matplotlib(
+    report: Report, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    draw_in_process(report)  # matplotlib is loaded in this process now
+    with PlotWorker() as worker:
+        assert not worker.running  # nothing to gain
+    monkeypatch.setenv("ROBOGEN_PLOT_WORKER", "0")
+    with PlotWorker(skip_if_loaded=False) as worker:
+        assert not worker.running
+        assert worker.draw(report) == draw_in_process(report)
+
+
+def test_closed_plot_worker_process_ends(report: Report) -> None:
+    worker = PlotWorker(skip_if_loaded=False)
+    worker.start()
+    proc = worker._proc  # noqa: SLF001
+    assert proc is not None
+    worker.close()
+    assert proc.wait(timeout=10) is not None
+    assert not worker.running
+
+
+EVAL_WITHOUT_MATPLOTLIB = """
+import sys
+from robogen.configs import EvalConfig
+from robogen.reports.evaluation import evaluate
+
+cfg = EvalConfig(env="robogen/Reach-v0", policy="expert", axes=["physics"], severities=[1.0],
+                 episodes=4, batch_size=4, backend="serial", videos=0, out=sys.argv[1])
+outcome = evaluate(cfg)
+assert "matplotlib.figure" not in sys.modules, "the evaluating process imported matplotlib"
+print(" ".join(sorted(k for k in outcome.files if k.startswith("plot_"))))
+"""
+
+
+def test_evaluate_draws_its_figures_in_the_helper_process(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    out = tmp_path / "run"
+    proc = subprocess.run([sys.executable, "-c", EVAL_WITHOUT_MATPLOTLIB, str(out)],
+                          capture_output=True, text=True, timeout=300, check=False)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.split() == ["plot_conditions", "plot_gaps", "plot_severity"]
+    report = load_report(out / "report.json")
+    for key, name in (("gaps", "gaps.png"), ("severity", "severity.png")):
+        assert (out / "plots" / name).read_bytes() == draw_in_process(report)[key]
