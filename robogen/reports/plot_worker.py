@@ -32,16 +32,12 @@ from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING
 
+from robogen.reports.records import PLOT_FILES
+
 if TYPE_CHECKING:
     from robogen.reports.records import Report
 
-PLOT_FILES = {
-    "gaps": "gaps.png",
-    "severity": "severity.png",
-    "conditions": "conditions.png",
-    "interactions": "interactions.png",
-}
-"""Plot key -> file name under a run's ``plots/`` (:func:`robogen.reports.plots.save_plots`)."""
+__all__ = ["DRAW_TIMEOUT_S", "ENV_SWITCH", "PLOT_FILES", "PlotWorker", "draw_in_process"]
 
 DRAW_TIMEOUT_S = 120.0
 """How long the helper may take to draw one report's figures [s] before they are drawn

@@ -17,8 +17,8 @@ from matplotlib.patches import Patch
 
 from robogen._atomic import write_atomic
 from robogen.reports.figures import empty_axes, figure_png, new_figure, rows_figure
-from robogen.reports.plot_worker import PLOT_FILES
 from robogen.reports.records import (
+    PLOT_FILES,
     STATUS_NOT_APPLIED,
     STATUS_NOT_OBSERVED,
     STATUS_OK,

@@ -38,6 +38,14 @@ INVALID_SHARE_LIMIT = 0.2
 """Largest share of a level's episodes that may be invalid (their own or their nominal
 twin's cause in :data:`~robogen.types.INVALID_CAUSES`) for its gap to be reported."""
 
+PLOT_FILES = {
+    "gaps": "gaps.png",
+    "severity": "severity.png",
+    "conditions": "conditions.png",
+    "interactions": "interactions.png",
+}
+"""Plot key -> file name under a run's ``plots/`` (:func:`robogen.reports.plots.save_plots`)."""
+
 SCHEMA_MISMATCH = (
     "report schema version {got!r} is not the supported version {want}; "
     "rebuild it from the run dir with: robogen report RUN_DIR"

@@ -23,9 +23,10 @@ from urllib.parse import quote
 from robogen._atomic import write_atomic
 from robogen.errors import InvalidSpecError, RunDirError
 from robogen.reports.html_parts import CSS, NA, gap_ci, html_table, level_label
-from robogen.reports.plot_worker import PLOT_FILES, draw_in_process
+from robogen.reports.plot_worker import draw_in_process
 from robogen.reports.provenance import policy_load_lines, run_facts, video_infos
 from robogen.reports.records import (
+    PLOT_FILES,
     REPORT_SCHEMA_VERSION,
     STATUS_OK,
     AxisGap,
