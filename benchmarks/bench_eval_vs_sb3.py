@@ -110,7 +110,10 @@ ROBOGEN_STAGES = textwrap.dedent("""
     from robogen.rollout.backends import make_backend
     from robogen.rollout.store import ResultStore
     from robogen.reports.evaluation import finish_report
+    from robogen.reports.plot_worker import PlotWorker
     mark("imports: CLI, configs, store, reports")
+    plotter = PlotWorker()  # as evaluate() does: matplotlib loads in it while episodes run
+    plotter.start()
     import gymnasium, mujoco, stable_baselines3, torch  # noqa: F401, E401
     mark("imports: torch, SB3, gymnasium, MuJoCo")
     model, stats, episodes, out = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
@@ -125,7 +128,7 @@ ROBOGEN_STAGES = textwrap.dedent("""
     mark("worker start (env + policy again)")
     runner.run_session(store, runner.backend_options(cfg), backend=backend)
     mark("rollouts + Parquet parts")
-    finish_report(store, videos=0)
+    finish_report(store, videos=0, plotter=plotter)
     mark("report: build, plots, json/md/html")
     for label, wall, cpu in rows:
         print(f"robogen  {label:<40} wall {wall:6.2f} s  cpu {cpu:6.2f} s")

@@ -84,7 +84,7 @@ class PlotWorker:
 
     def start(self) -> None:
         """Start the helper (no-op if started, if matplotlib is loaded here, or if off)."""
-        if self._proc is not None or os.environ.get(ENV_SWITCH) == "0":
+        if self._proc is not None or os.environ.get(ENV_SWITCH) == "0" or not sys.executable:
             return
         if self._skip_if_loaded and "matplotlib.figure" in sys.modules:
             return
