@@ -277,9 +277,7 @@ def run_adaptive(
     config: AdaptiveConfig,
     *,
     out: Path | None = None,
-    backend: str = "serial",
-    workers: int | None = None,
-    address: str | None = None,
+    backend: BackendOptions | None = None,
     progress: Progress | None = None,
 ) -> AdaptiveOutcome:
     """Run (or resume) the closed loop on a finished scale run; see the module docstring.
@@ -290,9 +288,8 @@ def run_adaptive(
         config: The loop's settings.
         out: Loop directory (default ``scale_dir/adaptive``): new, empty, or a loop with the
             same settings (resumed).
-        backend: Evaluation backend, ``serial`` or ``ray``.
-        workers: Ray workers.
-        address: Ray cluster address.
+        backend: Evaluation backend (:func:`~robogen.scaling.pipeline.eval_backend`);
+            None: serial.
         progress: ``progress(stage, done, total)``.
 
     Returns:
@@ -308,7 +305,7 @@ def run_adaptive(
     scale_dir = Path(scale_dir)
     scale, curves = load_scale_run(scale_dir)
     validate_adaptive(config, curves)
-    options = eval_backend(backend, workers, address)
+    options = backend or eval_backend()
     out = Path(out) if out is not None else scale_dir / "adaptive"
     settings = {"schema": ADAPTIVE_SCHEMA, "version": ADAPTIVE_VERSION,
                 "scale_dir": str(scale_dir.resolve()), "loop": config.to_dict(),

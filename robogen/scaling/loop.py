@@ -419,9 +419,7 @@ def run_scale(
     config: ScaleConfig,
     out: Path,
     *,
-    backend: str = "serial",
-    workers: int | None = None,
-    address: str | None = None,
+    backend: BackendOptions | None = None,
     progress: Progress | None = None,
 ) -> ScaleOutcome:
     """Run (or resume) a factored-scaling measurement; see the module docstring.
@@ -429,10 +427,8 @@ def run_scale(
     Args:
         config: What to measure.
         out: Run directory (new, empty, or a killed run of the same config).
-        backend: Rollout backend of the evaluations, ``serial`` (default: small BC
-            policies evaluate fast in-process; Ray actors would start per model) or ``ray``.
-        workers: Ray workers.
-        address: Ray cluster address.
+        backend: Rollout backend of the evaluations (:func:`eval_backend`); None: serial
+            (small BC policies evaluate fast in-process; Ray actors would start per model).
         progress: ``progress(stage, done, total)``.
 
     Returns:
@@ -449,7 +445,7 @@ def run_scale(
     from robogen.scaling.report import write_scaling_html
 
     warnings = validate(config)
-    options = eval_backend(backend, workers, address)
+    options = backend or eval_backend()
     out = Path(out)
     _open_run_dir(config, out)
     out.mkdir(parents=True, exist_ok=True)
