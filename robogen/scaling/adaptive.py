@@ -48,7 +48,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from robogen.errors import InvalidSpecError, RunDirError
+from robogen.errors import InvalidSpecError
 from robogen.scaling.curves import CurveFit, CurvesFile, FactorCurve, predict
 from robogen.scaling.planner import METHODS, Allocation, FactorAllocation, plan_budget
 
@@ -346,22 +346,17 @@ def run_adaptive(
 
 def _open_loop_dir(out: Path, settings: Mapping[str, Any]) -> None:
     """Check ``out`` is new, empty or a loop with the same settings (nothing is written)."""
-    meta = out / ADAPTIVE_FILE
-    if meta.is_file():
-        try:
-            old = json.loads(meta.read_text())
-        except ValueError as e:
-            raise RunDirError(f"{str(meta)!r} is corrupt ({e}); delete {out} to start over") from e
-        diff = []
-        for part in ("loop", "scale"):
-            o, n = old.get(part, {}), settings[part]
-            diff += [f"{k}: {o.get(k)!r} != {n[k]!r}" for k in n if o.get(k) != n[k]]
+    from robogen.scaling.pipeline import changed_settings, check_settings_dir
+
+    def differences(old: dict[str, Any]) -> list[str]:
+        diff = [d for part in ("loop", "scale")
+                for d in changed_settings(old.get(part, {}), settings[part])]
         if old.get("scale_dir") != settings["scale_dir"]:
             diff.append(f"scale run: {old.get('scale_dir')!r} != {settings['scale_dir']!r}")
-        if diff:
-            raise InvalidSpecError(OTHER_LOOP.format(out=out, diff="; ".join(diff)))
-    elif out.exists() and (not out.is_dir() or any(out.iterdir())):
-        raise RunDirError(NOT_A_LOOP_DIR.format(out=out, file=ADAPTIVE_FILE))
+        return diff
+
+    check_settings_dir(out, ADAPTIVE_FILE, differences, other_settings=OTHER_LOOP,
+                       not_a_dir=NOT_A_LOOP_DIR)
 
 
 def _round(scale: Any, scale_dir: Path, config: AdaptiveConfig, r: int, rdir: Path,
