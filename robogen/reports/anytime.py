@@ -47,6 +47,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import TypedDict, Unpack
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -284,16 +285,18 @@ class BettingConfidenceSequence:
                                float(hi[stream]), int(self.n[stream]), self.confidence)
 
 
-def mean_sequence(
-    values: ArrayLike,
-    *,
-    low: float,
-    high: float,
-    confidence: float = 0.95,
-    horizon: int | None = None,
-    target_halfwidth: float | None = None,
-    grid: int = DEFAULT_GRID,
-) -> AnytimeInterval:
+class BetTuning(TypedDict, total=False):
+    """How the bets of a :class:`BettingConfidenceSequence` are tuned (its keyword arguments;
+    defaults there): ``confidence``, ``horizon``, ``target_halfwidth``, ``grid``."""
+
+    confidence: float
+    horizon: int | None
+    target_halfwidth: float | None
+    grid: int
+
+
+def mean_sequence(values: ArrayLike, *, low: float, high: float,
+                  **tuning: Unpack[BetTuning]) -> AnytimeInterval:
     """Anytime-valid interval of the mean of a stream of bounded values, after all of them.
 
     Waudby-Smith & Ramdas (2024, JRSS-B 86(1)) hedged-capital CS (module docstring). The
@@ -305,10 +308,9 @@ def mean_sequence(
         values: ``(n,)`` float observations in ``[low, high]``, in the order observed.
         low: Lower bound of the observations.
         high: Upper bound.
-        confidence: ``1 - alpha``.
-        horizon: Observations the bets are tuned for (e.g. the cap), or None.
-        target_halfwidth: Tune the bets for the time this half-width is predicted.
-        grid: Candidate means.
+        **tuning: :class:`BetTuning`: ``confidence`` (``1 - alpha``), ``horizon``
+            (observations the bets are tuned for, e.g. the cap), ``target_halfwidth`` (tune
+            the bets for the time this half-width is predicted), ``grid`` (candidate means).
 
     Returns:
         The :class:`AnytimeInterval`; ``[low, high]`` with NaN estimate when ``n == 0``.
@@ -320,21 +322,13 @@ def mean_sequence(
     v = np.asarray(values, np.float64)
     if v.ndim != 1:
         raise InvalidSpecError(f"values must be 1-D (one value per episode), got shape {v.shape}")
-    cs = BettingConfidenceSequence(1, low=low, high=high, confidence=confidence,
-                                   horizon=horizon, target_halfwidth=target_halfwidth, grid=grid)
+    cs = BettingConfidenceSequence(1, low=low, high=high, **tuning)
     cs.update(v[None, :])
     return cs.interval(0)
 
 
-def paired_gap_sequence(
-    nominal: ArrayLike,
-    perturbed: ArrayLike,
-    *,
-    confidence: float = 0.95,
-    horizon: int | None = None,
-    target_halfwidth: float | None = None,
-    grid: int = DEFAULT_GRID,
-) -> AnytimeInterval:
+def paired_gap_sequence(nominal: ArrayLike, perturbed: ArrayLike,
+                        **tuning: Unpack[BetTuning]) -> AnytimeInterval:
     """Anytime-valid interval of the paired gap ``P(nominal) - P(perturbed)``.
 
     The observations are the per-episode differences ``d_i = y_nom,i - y_pert,i`` in
@@ -345,11 +339,8 @@ def paired_gap_sequence(
     Args:
         nominal: ``(n,)`` bool success of episodes ``0..n-1`` under the nominal condition.
         perturbed: ``(n,)`` bool success of the same episodes under the perturbation.
-        confidence: ``1 - alpha``.
-        horizon: Pairs the bets are tuned for (e.g. the cap), or None.
-        target_halfwidth: Tune the bets for the time this half-width is predicted, in
-            (0, 1).
-        grid: Candidate means.
+        **tuning: As :func:`mean_sequence` (``horizon`` counts pairs; ``target_halfwidth``
+            in (0, 1)).
 
     Returns:
         The :class:`AnytimeInterval` of the gap; ``[-1, 1]`` when ``n == 0``.
@@ -362,18 +353,10 @@ def paired_gap_sequence(
 
     nom, per = _as_outcomes("nominal and perturbed", nominal, perturbed)
     d = nom.astype(np.float64) - per.astype(np.float64)
-    return mean_sequence(d, low=-1.0, high=1.0, confidence=confidence, horizon=horizon,
-                         target_halfwidth=target_halfwidth, grid=grid)
+    return mean_sequence(d, low=-1.0, high=1.0, **tuning)
 
 
-def success_rate_sequence(
-    outcomes: ArrayLike,
-    *,
-    confidence: float = 0.95,
-    horizon: int | None = None,
-    target_halfwidth: float | None = None,
-    grid: int = DEFAULT_GRID,
-) -> AnytimeInterval:
+def success_rate_sequence(outcomes: ArrayLike, **tuning: Unpack[BetTuning]) -> AnytimeInterval:
     """Anytime-valid interval of one success rate from ``(n,)`` bool outcomes in order.
 
     Same method and arguments as :func:`paired_gap_sequence`, on ``[0, 1]``; the target
@@ -382,8 +365,7 @@ def success_rate_sequence(
     from robogen.reports.stats import _as_outcomes
 
     (y,) = _as_outcomes("outcomes", outcomes)
-    return mean_sequence(y.astype(np.float64), low=0.0, high=1.0, confidence=confidence,
-                         horizon=horizon, target_halfwidth=target_halfwidth, grid=grid)
+    return mean_sequence(y.astype(np.float64), low=0.0, high=1.0, **tuning)
 
 
 def _check_bounds(low: float, high: float) -> None:
