@@ -143,24 +143,15 @@ class BettingConfidenceSequence:
         truncation: float = DEFAULT_TRUNCATION,
     ) -> None:
         _check_bounds(low, high)
-        if not (isinstance(n_streams, int | np.integer) and n_streams >= 1):
-            raise InvalidSpecError(MUST_BE_IN_RANGE.format(field="n_streams", low=1, high="inf",
-                                                           value=n_streams))
-        if not 0.0 < confidence < 1.0:
-            raise InvalidSpecError(MUST_BE_IN_RANGE.format(
-                field="confidence", low="0 (exclusive)", high="1 (exclusive)", value=confidence))
-        if horizon is not None and not (isinstance(horizon, int | np.integer) and horizon >= 1):
-            raise InvalidSpecError(MUST_BE_IN_RANGE.format(field="horizon", low=1, high="inf",
-                                                           value=horizon))
+        _check_int_at_least("n_streams", n_streams, 1)
+        _check_open_unit("confidence", confidence)
+        if horizon is not None:
+            _check_int_at_least("horizon", horizon, 1)
         span = float(high) - float(low)
         if target_halfwidth is not None:
             check_halfwidth(target_halfwidth, span / 2.0)
-        if not (isinstance(grid, int | np.integer) and grid >= 3):
-            raise InvalidSpecError(MUST_BE_IN_RANGE.format(field="grid", low=3, high="inf",
-                                                           value=grid))
-        if not 0.0 < truncation < 1.0:
-            raise InvalidSpecError(MUST_BE_IN_RANGE.format(
-                field="truncation", low="0 (exclusive)", high="1 (exclusive)", value=truncation))
+        _check_int_at_least("grid", grid, 3)
+        _check_open_unit("truncation", truncation)
         self.low, self.high, self.confidence = float(low), float(high), float(confidence)
         self.horizon = None if horizon is None else int(horizon)
         self.target_halfwidth = None if target_halfwidth is None else float(target_halfwidth)
@@ -366,6 +357,18 @@ def success_rate_sequence(outcomes: ArrayLike, **tuning: Unpack[BetTuning]) -> A
 
     (y,) = _as_outcomes("outcomes", outcomes)
     return mean_sequence(y.astype(np.float64), low=0.0, high=1.0, **tuning)
+
+
+def _check_int_at_least(field: str, value: object, low: int) -> None:
+    if not (isinstance(value, int | np.integer) and value >= low):
+        raise InvalidSpecError(MUST_BE_IN_RANGE.format(field=field, low=low, high="inf",
+                                                       value=value))
+
+
+def _check_open_unit(field: str, value: float) -> None:
+    if not 0.0 < value < 1.0:
+        raise InvalidSpecError(MUST_BE_IN_RANGE.format(
+            field=field, low="0 (exclusive)", high="1 (exclusive)", value=value))
 
 
 def _check_bounds(low: float, high: float) -> None:
