@@ -628,7 +628,8 @@ def make_task(env_id: str, options: EnvOptions | None = None, **kwargs: Any) -> 
         kwargs.setdefault("numslices", render.numslices)
     if render.numstacks:
         kwargs.setdefault("numstacks", render.numstacks)
-    extra = {} if options.max_steps is None else {"max_episode_steps": options.max_steps}
+    extra: dict[str, Any] = ({} if options.max_steps is None
+                             else {"max_episode_steps": options.max_steps})
     return gym.make(env_id, obs_mode=options.obs_mode, **kwargs, **extra)
 
 
