@@ -146,15 +146,10 @@ def train_bc_ensemble(
     """
     prep = _prepare(obs, actions, subsets, seeds, config, action_low, action_high, overrides)
     fns = _train_fns(prep.config, prep.untrained.act_dim)
-    states = fns.init_many(prep.keys, prep.dummy)
-    losses = []
-    for n_steps, done in _chunks(prep.config):
-        states, loss = fns.run_many(states, prep.idx, prep.count, prep.stats, prep.data,
-                                    prep.targets, n_steps)
-        losses.append(np.asarray(loss))
-        if progress is not None:
-            progress(done, prep.config.steps)
-    curves = np.concatenate(losses, axis=1)  # (K, steps)
+    states, curves = _run_chunks(  # curves: (K, steps)
+        lambda s, n: fns.run_many(s, prep.idx, prep.count, prep.stats, prep.data, prep.targets, n),
+        fns.init_many(prep.keys, prep.dummy), prep.config,
+        None if progress is None else lambda done: progress(done, prep.config.steps))
     params = jax.tree_util.tree_map(np.asarray, states.params)
     return [prep.model(k, jax.tree_util.tree_map(lambda p, k=k: p[k], params), curves[k])
             for k in range(len(prep.seeds))]
@@ -183,17 +178,15 @@ def train_bc_sequential(
     models = []
     total = len(prep.seeds) * prep.config.steps
     for k in range(len(prep.seeds)):
-        state = fns.init_one(prep.keys[k], prep.dummy)
         stats = jax.tree_util.tree_map(lambda s, k=k: s[k], prep.stats)
-        losses = []
-        for n_steps, done in _chunks(prep.config):
-            state, loss = fns.run_one(state, prep.idx[k], prep.count[k], stats, prep.data,
-                                      prep.targets, n_steps)
-            losses.append(np.asarray(loss))
-            if progress is not None:
-                progress(k * prep.config.steps + done, total)
+        offset = k * prep.config.steps
+        state, curve = _run_chunks(
+            lambda s, n, k=k, stats=stats: fns.run_one(s, prep.idx[k], prep.count[k], stats,
+                                                       prep.data, prep.targets, n),
+            fns.init_one(prep.keys[k], prep.dummy), prep.config,
+            None if progress is None else lambda done, o=offset: progress(o + done, total))
         params = jax.tree_util.tree_map(np.asarray, state.params)
-        models.append(prep.model(k, params, np.concatenate(losses)))
+        models.append(prep.model(k, params, curve))
     return models
 
 
@@ -398,6 +391,23 @@ def _subset_indices(subsets: Any, n: int) -> list[NDArray[np.int64]]:
     if empty:
         raise InvalidSpecError(BAD_SUBSETS.format(n=n, why=f"subsets {empty} are empty"))
     return [r.astype(np.int64) for r in rows]
+
+
+def _run_chunks(run: Callable[[Any, int], tuple[Any, jax.Array]], state: Any, config: BCConfig,
+                on_chunk: Callable[[int], None] | None) -> tuple[Any, NDArray[np.float32]]:
+    """Take ``config.steps`` gradient steps as compiled chunks ``run(state, n_steps)``.
+
+    Returns:
+        The final state and the per-step losses, chunks joined on the last (step) axis;
+        ``on_chunk(steps_done)`` is called after each chunk.
+    """
+    losses = []
+    for n_steps, done in _chunks(config):
+        state, loss = run(state, n_steps)
+        losses.append(np.asarray(loss))
+        if on_chunk is not None:
+            on_chunk(done)
+    return state, np.concatenate(losses, axis=-1)
 
 
 def _chunks(config: BCConfig) -> list[tuple[int, int]]:
