@@ -67,6 +67,11 @@ def _axes_help() -> str:
     return f"Comma-separated axes: {','.join(AXES.names())} (default: all)."
 
 
+def _auto_option(help: str) -> Any:
+    """A ``typer.Option`` of sequential runs only: its help starts "With --episodes auto:"."""
+    return typer.Option(help=f"With --episodes auto: {help}")
+
+
 _ENV_OPTION = _RegistryOption(_env_help, "Env id PREFIX/NAME (robogen list shows every id).")
 _POLICY_OPTION = _RegistryOption(_policy_help, "Policy URI SCHEME:REST (robogen list).")
 _AXES_OPTION = _RegistryOption(_axes_help, "Comma-separated axes (default: all).")
@@ -163,16 +168,14 @@ def eval_cmd(
         "when its paired gap's anytime-valid interval (Waudby-Smith & Ramdas 2024 betting "
         "confidence sequence) is within --target-halfwidth, decided against --gap-threshold, "
         "or at --max-episodes.")] = None,
-    target_halfwidth: Annotated[float | None, typer.Option(
-        help="With --episodes auto: stop a condition once its gap interval's half-width is at "
-        "most this, in (0, 1) (default 0.05).")] = None,
-    max_episodes: Annotated[int | None, typer.Option(
-        help="With --episodes auto: cap on episodes per condition, >= --batch-size "
-        "(default 1000).")] = None,
-    gap_threshold: Annotated[float | None, typer.Option(
-        help="With --episodes auto: also stop a condition as soon as its gap interval lies "
-        "wholly above or below this gap, in (-1, 1) (e.g. 0.1: is this axis costing more "
-        "than 10 points?).")] = None,
+    target_halfwidth: Annotated[float | None, _auto_option(
+        "stop a condition once its gap interval's half-width is at most this, in (0, 1) "
+        "(default 0.05).")] = None,
+    max_episodes: Annotated[int | None, _auto_option(
+        "cap on episodes per condition, >= --batch-size (default 1000).")] = None,
+    gap_threshold: Annotated[float | None, _auto_option(
+        "also stop a condition as soon as its gap interval lies wholly above or below this "
+        "gap, in (-1, 1) (e.g. 0.1: is this axis costing more than 10 points?).")] = None,
     seed: Annotated[int | None, typer.Option(help="Run seed.")] = None,
     max_steps: Annotated[int | None, typer.Option(help="Step limit per episode.")] = None,
     batch_size: Annotated[

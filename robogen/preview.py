@@ -4,12 +4,21 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TypedDict, Unpack
 
 import numpy as np
 
 from robogen.perturbations.base import check_level
 from robogen.rollout.plan import episode_seed, perturbation_seed
 from robogen.types import AxisLevel, RenderSettings
+
+
+class PreviewOptions(TypedDict, total=False):
+    """Keyword options of :func:`preview_images` (and :func:`write_preview`)."""
+
+    seed: int
+    size: int
+    camera: str | None
 
 
 def preview_images(
@@ -61,17 +70,10 @@ def preview_images(
     return grid
 
 
-def write_preview(
-    path: Path,
-    env_id: str,
-    axes: Sequence[str],
-    severities: Sequence[float],
-    *,
-    seed: int = 0,
-    size: int = 128,
-    camera: str | None = None,
-) -> Path:
-    """Render the grid and save it as a labelled PNG at ``path``.
+def write_preview(path: Path, env_id: str, axes: Sequence[str], severities: Sequence[float],
+                  **options: Unpack[PreviewOptions]) -> Path:
+    """Render the grid of :func:`preview_images` (same arguments after ``path``) and save it
+    as a labelled PNG at ``path``.
 
     Raises:
         InvalidSpecError: If ``path`` is a directory or does not end in ``.png``
@@ -86,7 +88,7 @@ def write_preview(
             f"--out must be a .png file path, got {str(path)!r}"
             + (" (a directory)" if path.is_dir() else ""))
 
-    images = preview_images(env_id, axes, severities, seed=seed, size=size, camera=camera)
+    images = preview_images(env_id, axes, severities, **options)
     Path(path).parent.mkdir(parents=True, exist_ok=True)
     return write_grid_png(
         Path(path),

@@ -30,13 +30,12 @@ from robogen.envs.base import MujocoScene, PoseDof, SceneRoles, find_scene
 from robogen.envs.families import (
     ENV_FAMILIES,
     EnvFamily,
+    EnvOptions,
     SuiteMissingError,
     all_env_ids,
-    check_max_steps,
     family_of,
     register_env_family,
 )
-from robogen.envs.observations import check_obs_mode
 from robogen.errors import InvalidSpecError
 from robogen.types import RenderSettings
 
@@ -44,8 +43,8 @@ GYMNASIUM_PREFIX = "gymnasium/"
 ROBOGEN_PREFIX = "robogen/"
 
 __all__ = [
-    "ENV_FAMILIES", "EnvFamily", "MujocoScene", "PoseDof", "SceneRoles", "SuiteMissingError",
-    "find_scene", "list_env_ids", "make", "register_env_family",
+    "ENV_FAMILIES", "EnvFamily", "EnvOptions", "MujocoScene", "PoseDof", "SceneRoles",
+    "SuiteMissingError", "find_scene", "list_env_ids", "make", "register_env_family",
 ]
 
 
@@ -83,12 +82,11 @@ def make(
         InvalidSpecError: On a bad observation mode or step limit.
         SuiteMissingError: If the env's suite is not installed (names the command).
     """
-    check_obs_mode(obs_mode)
-    check_max_steps(max_steps)
+    options = EnvOptions(obs_mode=obs_mode, max_steps=max_steps, render=render,
+                         success_threshold=success_threshold)
     family = family_of(env_id)
     try:
-        return family.make(env_id, obs_mode=obs_mode, max_steps=max_steps, render=render,
-                           success_threshold=success_threshold, **kwargs)
+        return family.make(env_id, options, **kwargs)
     except TypeError as e:
         if not kwargs or "argument" not in str(e):
             raise

@@ -4,9 +4,10 @@ An env id is ``<prefix>/<name>``; the prefix names a *family* (like dm_control's
 ``SUITE`` or a Gymnasium namespace). A family is one module that defines
 
 * ``family_ids() -> tuple[str, ...]``: the names it offers (without the prefix);
-* ``family_make(name, *, obs_mode, max_steps, render, success_threshold, **kwargs)``:
-  a perturbable ``gymnasium.Env`` (a :class:`~robogen.envs.base.MujocoScene` in
-  its stack, ``info["success"]`` in every step),
+* ``family_make(name, options: EnvOptions, **kwargs)``: a perturbable ``gymnasium.Env``
+  (a :class:`~robogen.envs.base.MujocoScene` in its stack, ``info["success"]`` in every
+  step) built as :class:`EnvOptions` says (observation mode, step limit, render settings,
+  success threshold; checked when the record is made),
 
 plus one :func:`register_env_family` call (below for robogen's own families).
 :func:`robogen.envs.make`, :func:`robogen.envs.list_env_ids`, ``robogen list``,
@@ -37,6 +38,7 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
 
+from robogen.envs.observations import check_obs_mode
 from robogen.errors import (
     DependencyMissingError,
     InvalidSpecError,
@@ -44,6 +46,7 @@ from robogen.errors import (
     UnknownNameError,
 )
 from robogen.registry import Registry
+from robogen.types import RenderSettings
 
 SUITE_MISSING = (
     "{what} needs the optional suite {module!r}, which is not installed in this Python "
@@ -62,6 +65,32 @@ class SuiteMissingError(DependencyMissingError):
 
         RobogenError.__init__(self, SUITE_MISSING.format(
             what=what, module=module, install=install, python=sys.executable))
+
+
+@dataclass(frozen=True, slots=True)
+class EnvOptions:
+    """What every family's ``family_make`` is given besides the env name and its own kwargs.
+
+    Attributes:
+        obs_mode: ``state``, ``pixels`` or ``state+pixels``.
+        max_steps: Step limit; None: the env's registered default.
+        render: Pixel observation settings (size, camera); None: the family's default.
+        success_threshold: Return threshold that defines success, replacing the env's own
+            rule (for envs without a success flag; families whose envs decide success
+            themselves refuse it).
+
+    Raises:
+        InvalidSpecError: On a bad observation mode or step limit (:func:`check_max_steps`).
+    """
+
+    obs_mode: str = "state"
+    max_steps: int | None = None
+    render: RenderSettings | None = None
+    success_threshold: float | None = None
+
+    def __post_init__(self) -> None:
+        check_obs_mode(self.obs_mode)
+        check_max_steps(self.max_steps)
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,8 +132,8 @@ class EnvFamily:
         """The full env ids ``<prefix>/<name>`` (listed even when the suite is missing)."""
         return tuple(f"{self.prefix}/{n}" for n in self.names())
 
-    def make(self, env_id: str, **kwargs: Any) -> Any:
-        """Create ``env_id`` (a full id of this family); kwargs go to ``family_make``.
+    def make(self, env_id: str, options: EnvOptions, **kwargs: Any) -> Any:
+        """Create ``env_id`` (a full id of this family): ``family_make(name, options, **kwargs)``.
 
         Raises:
             UnknownNameError: If the name is not one of :meth:`names` (close matches).
@@ -115,7 +144,7 @@ class EnvFamily:
             raise UnknownNameError(f"{self.prefix} env id", env_id, self.ids())
         if self.requires and importlib.util.find_spec(self.requires) is None:
             raise SuiteMissingError(f"env {env_id!r}", self.requires, self.install)
-        return self.load().family_make(name, **kwargs)
+        return self.load().family_make(name, options, **kwargs)
 
 
 ENV_FAMILIES: Registry[EnvFamily] = Registry("env family")

@@ -60,7 +60,7 @@ import mujoco
 import numpy as np
 
 from robogen.envs.base import PoseDof, SceneRoles
-from robogen.envs.families import check_max_steps
+from robogen.envs.families import EnvOptions
 from robogen.envs.gym_adapter import (
     ADDED_CAMERA,
     GymMujocoAdapter,
@@ -70,7 +70,6 @@ from robogen.envs.gym_adapter import (
     set_weld_rows,
 )
 from robogen.errors import UnknownNameError
-from robogen.types import RenderSettings
 
 FETCH_IDS: tuple[str, ...] = (
     "FetchReach-v4", "FetchPush-v4", "FetchPickAndPlace-v4", "FetchSlide-v4",
@@ -346,33 +345,29 @@ def _table_top(model: mujoco.MjModel) -> float:
     return float(data.geom_xpos[g][2] + model.geom_size[g][2])
 
 
-def make_fetch(gym_id: str, *, obs_mode: str = "state", max_steps: int | None = None,
-               render: RenderSettings | None = None, success_threshold: float | None = None,
-               **kwargs: Any) -> FetchAdapter:
+def make_fetch(gym_id: str, options: EnvOptions | None = None, **kwargs: Any) -> FetchAdapter:
     """Create the Fetch env ``gym_id`` wrapped as a perturbable robogen env.
 
     Args:
         gym_id: A :data:`FETCH_IDS` id, e.g. ``FetchPickAndPlace-v4``.
-        obs_mode: ``state``, ``pixels`` or ``state+pixels``.
-        max_steps: Step limit (None: the registered 50).
-        render: Pixel settings; None: 84x84, shadows and MSAA off.
-        success_threshold: Must be None.
+        options: Observation mode, step limit (None: the registered 50), render settings
+            (None: 84x84, shadows and MSAA off); its ``success_threshold`` must be None.
         **kwargs: Passed to ``gymnasium.make`` (e.g. ``reward_type="dense"``).
 
     Raises:
         UnknownNameError: If ``gym_id`` is not a Fetch id.
-        InvalidSpecError: On a bad observation mode, step limit or a success threshold.
+        InvalidSpecError: On a success threshold.
     """
     _check(gym_id)
-    check_max_steps(max_steps)
+    options = options or EnvOptions()
     import gymnasium_robotics
 
     gym.register_envs(gymnasium_robotics)
     patch_joint_type_checks()
-    limit = max_steps or gym.spec(gym_id).max_episode_steps
+    limit = options.max_steps or gym.spec(gym_id).max_episode_steps
     env = gym.make(gym_id, max_episode_steps=limit, **kwargs)
-    return FetchAdapter(env, obs_mode=obs_mode, render=render,
-                        success_threshold=success_threshold)
+    return FetchAdapter(env, obs_mode=options.obs_mode, render=options.render,
+                        success_threshold=options.success_threshold)
 
 
 def family_ids() -> tuple[str, ...]:

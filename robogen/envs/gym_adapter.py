@@ -70,7 +70,7 @@ from gymnasium import spaces
 
 from robogen.envs.base import PoseDof, SceneRoles
 from robogen.envs.camera_geometry import camera_pose
-from robogen.envs.families import check_max_steps
+from robogen.envs.families import EnvOptions
 from robogen.envs.gym_catalog import (
     GYM_ENVS,
     AddedCamera,
@@ -579,23 +579,15 @@ class GymMujocoAdapter(gym.Wrapper[Any, Any, Any, Any], gym.utils.RecordConstruc
             lambda: self._frame(s.camera, s.width, s.height, defer=self.defer_frames))
 
 
-def make_adapted(
-    gym_id: str,
-    *,
-    obs_mode: str = "state",
-    max_steps: int | None = None,
-    render: RenderSettings | None = None,
-    success_threshold: float | None = None,
-    **kwargs: Any,
-) -> GymMujocoAdapter:
+def make_adapted(gym_id: str, options: EnvOptions | None = None,
+                 **kwargs: Any) -> GymMujocoAdapter:
     """Create Gymnasium's ``gym_id`` wrapped as a perturbable robogen env.
 
     Args:
         gym_id: An id in the catalog (:func:`family_ids`), e.g. ``Hopper-v5``.
-        obs_mode: ``state``, ``pixels`` or ``state+pixels``.
-        max_steps: Step limit (None: the registered limit).
-        render: Pixel settings; None: 84x84, shadows and MSAA off.
-        success_threshold: Return threshold replacing the env's success rule.
+        options: Observation mode, step limit (None: the registered limit), render
+            settings (None: 84x84, shadows and MSAA off) and a return threshold replacing
+            the env's success rule; default :class:`~robogen.envs.families.EnvOptions`.
         **kwargs: Passed to ``gymnasium.make`` (e.g. ``reset_noise_scale``).
 
     Returns:
@@ -603,15 +595,13 @@ def make_adapted(
 
     Raises:
         UnknownNameError: If ``gym_id`` is not in the catalog (lists close matches).
-        InvalidSpecError: On a bad observation mode or step limit.
     """
     gym_env_record(gym_id)
-    check_obs_mode(obs_mode)
-    check_max_steps(max_steps)
-    limit = max_steps or gym.spec(gym_id).max_episode_steps
+    options = options or EnvOptions()
+    limit = options.max_steps or gym.spec(gym_id).max_episode_steps
     env = gym.make(gym_id, max_episode_steps=limit, **kwargs)
-    return GymMujocoAdapter(env, obs_mode=obs_mode, render=render,
-                            success_threshold=success_threshold)
+    return GymMujocoAdapter(env, obs_mode=options.obs_mode, render=options.render,
+                            success_threshold=options.success_threshold)
 
 
 def family_ids() -> tuple[str, ...]:

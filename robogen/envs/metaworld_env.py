@@ -62,7 +62,7 @@ import numpy as np
 from gymnasium.envs.registration import EnvSpec
 
 from robogen.envs.base import PoseDof, SceneRoles
-from robogen.envs.families import check_max_steps
+from robogen.envs.families import EnvOptions, check_max_steps
 from robogen.envs.gym_adapter import (
     GymMujocoAdapter,
     _name_elements,
@@ -422,6 +422,10 @@ def family_ids() -> tuple[str, ...]:
     return TASKS
 
 
-family_make = make_metaworld
-"""Create ``metaworld/<name>``: the family's ``family_make`` is :func:`make_metaworld`."""
+def family_make(name: str, options: EnvOptions, **kwargs: Any) -> MetaWorldAdapter:
+    """Create ``metaworld/<name>`` with :func:`make_metaworld` (whose keywords the env's
+    ``spec`` entry point rebuilds it from)."""
+    return make_metaworld(name, obs_mode=options.obs_mode, max_steps=options.max_steps,
+                          render=options.render, success_threshold=options.success_threshold,
+                          **kwargs)
 

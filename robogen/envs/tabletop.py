@@ -26,6 +26,7 @@ from gymnasium import spaces
 
 from robogen.envs import scene as sc
 from robogen.envs.base import PoseDof, SceneRoles
+from robogen.envs.families import EnvOptions
 from robogen.envs.observations import (
     BAD_OBS_MODE,  # noqa: F401  (re-exported: the message template tests reuse)
     OBS_MODES,
@@ -582,22 +583,16 @@ def default_render_settings(
                           numslices=sc.NUMSLICES, numstacks=sc.NUMSTACKS)
 
 
-def make_task(
-    env_id: str,
-    *,
-    obs_mode: str = "state",
-    max_steps: int | None = None,
-    render: RenderSettings | None = None,
-    success_threshold: float | None = None,
-    **kwargs: Any,
-) -> gym.Env:
+def make_task(env_id: str, options: EnvOptions | None = None, **kwargs: Any) -> gym.Env:
     """Create a built-in task through ``gymnasium.make`` (called by :func:`robogen.envs.make`).
 
     Args:
         env_id: One of :data:`TASK_IDS`.
-        obs_mode: ``state``, ``pixels`` or ``state+pixels``.
-        max_steps: Step limit (None: the registered default: 100/150/200).
-        render: Pixel settings: width, height and camera (``""``: ``front``) are
+        options: Observation mode; step limit (None: the registered default:
+            100/150/200); ``success_threshold``, which must be None: every built-in task
+            has its own success predicate (documented per task); and ``render``, the pixel
+            settings (default :class:`~robogen.envs.families.EnvOptions`). Of ``render``,
+            width, height and camera (``""``: ``front``) are
             used; a non-zero ``shadowsize`` / ``offsamples`` replaces the scene's
             (0 means "the scene's own": a map sized to the image, 256 px for 84x84, see
             :func:`~robogen.envs.scene.shadow_size_for`, and ``OFFSAMPLES`` = 0;
@@ -605,8 +600,6 @@ def make_task(
             pass ``shadowsize=0`` as a keyword to disable the shadow map).
             The settings in effect are ``env.unwrapped.render_settings``.
             None: :func:`default_render_settings`.
-        success_threshold: Must be None: every built-in task has its own
-            success predicate (documented per task).
         **kwargs: Further constructor arguments (``render_mode``, ``shadowsize``, ...).
 
     Returns:
@@ -618,11 +611,12 @@ def make_task(
     """
     if env_id not in TASKS:
         raise UnknownNameError("env id", env_id, TASK_IDS)
-    if success_threshold is not None:
+    options = options or EnvOptions()
+    if options.success_threshold is not None:
         raise InvalidSpecError(THRESHOLD_NOT_USED.format(
-            env_id=env_id, rule=TASKS[env_id][0].success_rule, value=success_threshold))
+            env_id=env_id, rule=TASKS[env_id][0].success_rule, value=options.success_threshold))
     register_tasks()
-    render = render or default_render_settings()
+    render = options.render or default_render_settings()
     kwargs.setdefault("width", render.width)
     kwargs.setdefault("height", render.height)
     kwargs.setdefault("camera", render.camera or "front")
@@ -634,8 +628,9 @@ def make_task(
         kwargs.setdefault("numslices", render.numslices)
     if render.numstacks:
         kwargs.setdefault("numstacks", render.numstacks)
-    extra = {} if max_steps is None else {"max_episode_steps": max_steps}
-    return gym.make(env_id, obs_mode=obs_mode, **kwargs, **extra)
+    extra: dict[str, Any] = ({} if options.max_steps is None
+                             else {"max_episode_steps": options.max_steps})
+    return gym.make(env_id, obs_mode=options.obs_mode, **kwargs, **extra)
 
 
 def family_ids() -> tuple[str, ...]:
@@ -643,9 +638,9 @@ def family_ids() -> tuple[str, ...]:
     return tuple(i.split("/", 1)[1] for i in TASK_IDS)
 
 
-def family_make(name: str, **kwargs: Any) -> gym.Env:
+def family_make(name: str, options: EnvOptions, **kwargs: Any) -> gym.Env:
     """Create ``robogen/<name>`` (see :func:`make_task`)."""
-    return make_task(f"robogen/{name}", **kwargs)
+    return make_task(f"robogen/{name}", options, **kwargs)
 
 
 register_tasks()

@@ -26,6 +26,7 @@ from __future__ import annotations
 import dataclasses
 import json
 from abc import ABC, abstractmethod
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from robogen.errors import MUST_BE_IN_RANGE, InvalidPerturbationError
@@ -124,11 +125,15 @@ class Axis(ABC):
         name: Registry key (``lighting``, ``texture``, ...).
         kind: ``visual``, ``physical`` or ``structural``.
         description: One line shown by ``robogen list``.
+        required_roles: :class:`~robogen.envs.base.SceneRoles` fields the axis acts on, with
+            the words that name them; the scene must set at least one (see
+            :meth:`missing_roles`). Empty: the axis acts on every scene.
     """
 
     name: ClassVar[str] = ""
     kind: ClassVar[str] = "visual"
     description: ClassVar[str] = ""
+    required_roles: ClassVar[Mapping[str, str]] = {}
 
     @abstractmethod
     def sample(
@@ -147,8 +152,16 @@ class Axis(ABC):
         """
 
     def missing_roles(self, scene: MujocoScene) -> str | None:
-        """Why this axis cannot act on ``scene`` (e.g. "no table or floor geoms"), or None."""
-        return None
+        """Why this axis cannot act on ``scene``, or None.
+
+        By default: ``"the scene names no <words>"`` when ``scene.roles`` sets none of the
+        :attr:`required_roles` fields (``"the scene names no robot bodies or actuators"``).
+        """
+        if not self.required_roles or any(getattr(scene.roles, f)
+                                          for f in self.required_roles):
+            return None
+        *first, last = self.required_roles.values()
+        return f"the scene names no {', '.join(first) + ' or ' if first else ''}{last}"
 
 
 AXES: Registry[type[Axis]] = Registry("perturbation axis")

@@ -27,6 +27,7 @@ clockwise: disjoint azimuth sectors.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
@@ -125,11 +126,7 @@ class CameraAxis(Axis):
         "observation camera azimuth, elevation and distance around the look-at point, and fovy"
     )
 
-    def missing_roles(self, scene: MujocoScene) -> str | None:
-        """Reason when the scene names no camera."""
-        if not scene.roles.cameras:
-            return "the scene names no camera"
-        return None
+    required_roles: ClassVar[Mapping[str, str]] = {"cameras": "camera"}
 
     def sample(self, rng: np.random.Generator, severity: float, split: str, scene: MujocoScene
                ) -> CameraPerturbation:

@@ -26,6 +26,7 @@ vectors of even (train) or odd (test) parity: disjoint value sets.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
@@ -174,11 +175,8 @@ class EmbodimentAxis(Axis):
         "robot link lengths (recompiled), link masses, joint damping and actuator gains/biases"
     )
 
-    def missing_roles(self, scene: MujocoScene) -> str | None:
-        """Reason when the scene names no robot bodies or actuators."""
-        if not (scene.roles.robot_bodies or scene.roles.robot_actuators):
-            return "the scene names no robot bodies or actuators"
-        return None
+    required_roles: ClassVar[Mapping[str, str]] = {"robot_bodies": "robot bodies",
+                                                   "robot_actuators": "actuators"}
 
     def sample(self, rng: np.random.Generator, severity: float, split: str, scene: MujocoScene
                ) -> EmbodimentPerturbation:

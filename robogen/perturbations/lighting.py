@@ -124,16 +124,15 @@ class LightingPerturbation(Perturbation):
 
 @register_axis("lighting")
 class LightingAxis(Axis):
-    """Light direction, diffuse intensity and colour, ambient, specular and shadows."""
+    """Light direction, diffuse intensity and colour, ambient, specular and shadows.
+
+    Acts on every scene: one without named lights has its headlight perturbed.
+    """
 
     kind: ClassVar[str] = "visual"
     description: ClassVar[str] = (
         "light direction, intensity, colour, ambient, specular and shadows (headlight if no lights)"
     )
-
-    def missing_roles(self, scene: MujocoScene) -> str | None:
-        """None: a scene without named lights has its headlight perturbed."""
-        return None
 
     def sample(self, rng: np.random.Generator, severity: float, split: str, scene: MujocoScene
                ) -> LightingPerturbation:

@@ -18,6 +18,7 @@ coordinate (see :meth:`ObjectPosePerturbation.apply_state_and_record`).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -119,11 +120,7 @@ class ObjectPoseAxis(Axis):
     kind: ClassVar[str] = "physical"
     description: ClassVar[str] = "initial object/target placement: offsets after the env's reset"
 
-    def missing_roles(self, scene: MujocoScene) -> str | None:
-        """Reason when the scene names no pose degrees of freedom."""
-        if not scene.roles.pose_dofs:
-            return "the scene names no pose degrees of freedom"
-        return None
+    required_roles: ClassVar[Mapping[str, str]] = {"pose_dofs": "pose degrees of freedom"}
 
     def sample(self, rng: np.random.Generator, severity: float, split: str, scene: MujocoScene
                ) -> ObjectPosePerturbation:

@@ -83,14 +83,13 @@ class PhysicsPerturbation(Perturbation):
 
 @register_axis("physics")
 class PhysicsAxis(Axis):
-    """Friction, object mass and gravity."""
+    """Friction, object mass and gravity.
+
+    Acts on every scene: friction and gravity exist in all (object mass needs object bodies).
+    """
 
     kind: ClassVar[str] = "physical"
     description: ClassVar[str] = "contact friction, object mass and gravity magnitude and tilt"
-
-    def missing_roles(self, scene: MujocoScene) -> str | None:
-        """None: friction and gravity exist in every scene (object mass needs object bodies)."""
-        return None
 
     def sample(self, rng: np.random.Generator, severity: float, split: str, scene: MujocoScene
                ) -> PhysicsPerturbation:

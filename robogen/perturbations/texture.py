@@ -23,6 +23,7 @@ value of ``train`` occurs in ``test``.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
@@ -183,12 +184,8 @@ class TextureAxis(Axis):
         "(checker, gradient, noise)"
     )
 
-    def missing_roles(self, scene: MujocoScene) -> str | None:
-        """Reason when the scene names no table, floor or object geoms."""
-        r = scene.roles
-        if not (r.table_geoms or r.floor_geoms or r.object_geoms):
-            return "the scene names no table, floor or object geoms"
-        return None
+    required_roles: ClassVar[Mapping[str, str]] = {
+        "table_geoms": "table", "floor_geoms": "floor", "object_geoms": "object geoms"}
 
     def sample(self, rng: np.random.Generator, severity: float, split: str, scene: MujocoScene
                ) -> TexturePerturbation:

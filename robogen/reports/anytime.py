@@ -47,6 +47,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import TypedDict, Unpack
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -142,24 +143,15 @@ class BettingConfidenceSequence:
         truncation: float = DEFAULT_TRUNCATION,
     ) -> None:
         _check_bounds(low, high)
-        if not (isinstance(n_streams, int | np.integer) and n_streams >= 1):
-            raise InvalidSpecError(MUST_BE_IN_RANGE.format(field="n_streams", low=1, high="inf",
-                                                           value=n_streams))
-        if not 0.0 < confidence < 1.0:
-            raise InvalidSpecError(MUST_BE_IN_RANGE.format(
-                field="confidence", low="0 (exclusive)", high="1 (exclusive)", value=confidence))
-        if horizon is not None and not (isinstance(horizon, int | np.integer) and horizon >= 1):
-            raise InvalidSpecError(MUST_BE_IN_RANGE.format(field="horizon", low=1, high="inf",
-                                                           value=horizon))
+        _check_int_at_least("n_streams", n_streams, 1)
+        _check_open_unit("confidence", confidence)
+        if horizon is not None:
+            _check_int_at_least("horizon", horizon, 1)
         span = float(high) - float(low)
         if target_halfwidth is not None:
             check_halfwidth(target_halfwidth, span / 2.0)
-        if not (isinstance(grid, int | np.integer) and grid >= 3):
-            raise InvalidSpecError(MUST_BE_IN_RANGE.format(field="grid", low=3, high="inf",
-                                                           value=grid))
-        if not 0.0 < truncation < 1.0:
-            raise InvalidSpecError(MUST_BE_IN_RANGE.format(
-                field="truncation", low="0 (exclusive)", high="1 (exclusive)", value=truncation))
+        _check_int_at_least("grid", grid, 3)
+        _check_open_unit("truncation", truncation)
         self.low, self.high, self.confidence = float(low), float(high), float(confidence)
         self.horizon = None if horizon is None else int(horizon)
         self.target_halfwidth = None if target_halfwidth is None else float(target_halfwidth)
@@ -284,16 +276,18 @@ class BettingConfidenceSequence:
                                float(hi[stream]), int(self.n[stream]), self.confidence)
 
 
-def mean_sequence(
-    values: ArrayLike,
-    *,
-    low: float,
-    high: float,
-    confidence: float = 0.95,
-    horizon: int | None = None,
-    target_halfwidth: float | None = None,
-    grid: int = DEFAULT_GRID,
-) -> AnytimeInterval:
+class BetTuning(TypedDict, total=False):
+    """How the bets of a :class:`BettingConfidenceSequence` are tuned (its keyword arguments;
+    defaults there): ``confidence``, ``horizon``, ``target_halfwidth``, ``grid``."""
+
+    confidence: float
+    horizon: int | None
+    target_halfwidth: float | None
+    grid: int
+
+
+def mean_sequence(values: ArrayLike, *, low: float, high: float,
+                  **tuning: Unpack[BetTuning]) -> AnytimeInterval:
     """Anytime-valid interval of the mean of a stream of bounded values, after all of them.
 
     Waudby-Smith & Ramdas (2024, JRSS-B 86(1)) hedged-capital CS (module docstring). The
@@ -305,10 +299,9 @@ def mean_sequence(
         values: ``(n,)`` float observations in ``[low, high]``, in the order observed.
         low: Lower bound of the observations.
         high: Upper bound.
-        confidence: ``1 - alpha``.
-        horizon: Observations the bets are tuned for (e.g. the cap), or None.
-        target_halfwidth: Tune the bets for the time this half-width is predicted.
-        grid: Candidate means.
+        **tuning: :class:`BetTuning`: ``confidence`` (``1 - alpha``), ``horizon``
+            (observations the bets are tuned for, e.g. the cap), ``target_halfwidth`` (tune
+            the bets for the time this half-width is predicted), ``grid`` (candidate means).
 
     Returns:
         The :class:`AnytimeInterval`; ``[low, high]`` with NaN estimate when ``n == 0``.
@@ -320,21 +313,13 @@ def mean_sequence(
     v = np.asarray(values, np.float64)
     if v.ndim != 1:
         raise InvalidSpecError(f"values must be 1-D (one value per episode), got shape {v.shape}")
-    cs = BettingConfidenceSequence(1, low=low, high=high, confidence=confidence,
-                                   horizon=horizon, target_halfwidth=target_halfwidth, grid=grid)
+    cs = BettingConfidenceSequence(1, low=low, high=high, **tuning)
     cs.update(v[None, :])
     return cs.interval(0)
 
 
-def paired_gap_sequence(
-    nominal: ArrayLike,
-    perturbed: ArrayLike,
-    *,
-    confidence: float = 0.95,
-    horizon: int | None = None,
-    target_halfwidth: float | None = None,
-    grid: int = DEFAULT_GRID,
-) -> AnytimeInterval:
+def paired_gap_sequence(nominal: ArrayLike, perturbed: ArrayLike,
+                        **tuning: Unpack[BetTuning]) -> AnytimeInterval:
     """Anytime-valid interval of the paired gap ``P(nominal) - P(perturbed)``.
 
     The observations are the per-episode differences ``d_i = y_nom,i - y_pert,i`` in
@@ -345,11 +330,8 @@ def paired_gap_sequence(
     Args:
         nominal: ``(n,)`` bool success of episodes ``0..n-1`` under the nominal condition.
         perturbed: ``(n,)`` bool success of the same episodes under the perturbation.
-        confidence: ``1 - alpha``.
-        horizon: Pairs the bets are tuned for (e.g. the cap), or None.
-        target_halfwidth: Tune the bets for the time this half-width is predicted, in
-            (0, 1).
-        grid: Candidate means.
+        **tuning: As :func:`mean_sequence` (``horizon`` counts pairs; ``target_halfwidth``
+            in (0, 1)).
 
     Returns:
         The :class:`AnytimeInterval` of the gap; ``[-1, 1]`` when ``n == 0``.
@@ -362,18 +344,10 @@ def paired_gap_sequence(
 
     nom, per = _as_outcomes("nominal and perturbed", nominal, perturbed)
     d = nom.astype(np.float64) - per.astype(np.float64)
-    return mean_sequence(d, low=-1.0, high=1.0, confidence=confidence, horizon=horizon,
-                         target_halfwidth=target_halfwidth, grid=grid)
+    return mean_sequence(d, low=-1.0, high=1.0, **tuning)
 
 
-def success_rate_sequence(
-    outcomes: ArrayLike,
-    *,
-    confidence: float = 0.95,
-    horizon: int | None = None,
-    target_halfwidth: float | None = None,
-    grid: int = DEFAULT_GRID,
-) -> AnytimeInterval:
+def success_rate_sequence(outcomes: ArrayLike, **tuning: Unpack[BetTuning]) -> AnytimeInterval:
     """Anytime-valid interval of one success rate from ``(n,)`` bool outcomes in order.
 
     Same method and arguments as :func:`paired_gap_sequence`, on ``[0, 1]``; the target
@@ -382,8 +356,19 @@ def success_rate_sequence(
     from robogen.reports.stats import _as_outcomes
 
     (y,) = _as_outcomes("outcomes", outcomes)
-    return mean_sequence(y.astype(np.float64), low=0.0, high=1.0, confidence=confidence,
-                         horizon=horizon, target_halfwidth=target_halfwidth, grid=grid)
+    return mean_sequence(y.astype(np.float64), low=0.0, high=1.0, **tuning)
+
+
+def _check_int_at_least(field: str, value: object, low: int) -> None:
+    if not (isinstance(value, int | np.integer) and value >= low):
+        raise InvalidSpecError(MUST_BE_IN_RANGE.format(field=field, low=low, high="inf",
+                                                       value=value))
+
+
+def _check_open_unit(field: str, value: float) -> None:
+    if not 0.0 < value < 1.0:
+        raise InvalidSpecError(MUST_BE_IN_RANGE.format(
+            field=field, low="0 (exclusive)", high="1 (exclusive)", value=value))
 
 
 def _check_bounds(low: float, high: float) -> None:

@@ -15,6 +15,7 @@ import json
 import math
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 
 import numpy as np
@@ -110,6 +111,7 @@ def build_report(
     nom_success = {r.episode_index: r.success for r in by_cond[nominal.name]
                    if not is_invalid(r)}
     nom_invalid = {r.episode_index for r in by_cond[nominal.name] if is_invalid(r)}
+    paired = _Paired(manifest, by_cond, nom_success, nom_invalid, confidence, n_boot, seed)
 
     conditions = tuple(
         _condition_stats(c, by_cond[c.name], confidence) for c in manifest.conditions
@@ -119,8 +121,7 @@ def build_report(
     for c in manifest.conditions:
         if c.name == nominal.name or not c.levels:
             continue
-        gap = _axis_gap(c, by_cond[c.name], nom_success, nom_invalid, manifest, obs_mode,
-                        kinds, confidence, n_boot, seed)
+        gap = _axis_gap(c, paired, obs_mode, kinds)
         (singles if len(c.levels) == 1 else multis).append(gap)
 
     seq = None
@@ -134,7 +135,7 @@ def build_report(
     for a in (*manifest.axes, *(g.axis for g in singles)):  # axes without a gap go last
         rank.setdefault(a, len(rank))
     singles.sort(key=lambda g: (rank[g.axis], g.severity, g.split, g.condition))
-    interactions = _interactions(manifest, by_cond, nom_success, confidence, n_boot, seed)
+    interactions = _interactions(paired)
     if seq is not None:
         from robogen.reports.sequential_build import label_fixed_n
 
@@ -155,27 +156,36 @@ def build_report(
         bootstrap_seed=seed,
         created=created or datetime.now(UTC).isoformat(timespec="seconds"),
         errors=_errors(results),
-        breaking_points=_breaking_points(manifest, by_cond, nom_success, confidence, seed),
+        breaking_points=_breaking_points(paired),
         faults=tuple(faults),
         sequential=seq,
     )
 
 
-def _breaking_points(
-    manifest: EvalManifest,
-    by_cond: Mapping[str, Sequence[EpisodeResult]],
-    nom_success: Mapping[int, bool],
-    confidence: float,
-    seed: int,
-) -> tuple[BreakingPoint, ...]:
+@dataclass(frozen=True, slots=True)
+class _Paired:
+    """What the paired estimates of one report read: the valid episodes by condition, the
+    nominal outcomes they pair with (by episode index) and the interval settings."""
+
+    manifest: EvalManifest
+    by_cond: Mapping[str, Sequence[EpisodeResult]]
+    nom_success: Mapping[int, bool]
+    nom_invalid: set[int]
+    confidence: float
+    n_boot: int
+    seed: int
+
+
+def _breaking_points(p: _Paired) -> tuple[BreakingPoint, ...]:
     """Breaking points of a severity sweep, on the episodes every severity of an axis shares."""
     from robogen.reports.sweep import breaking_point
 
+    manifest, nom_success = p.manifest, p.nom_success
     out = []
     for axis in manifest.axes if manifest.breaking_levels else ():
         singles = {c.levels[0].severity: c.name for c in manifest.conditions
                    if c.axes == (axis,) and c.split == "all"}
-        maps = {s: {r.episode_index: r.success for r in by_cond[n] if r.cause not in
+        maps = {s: {r.episode_index: r.success for r in p.by_cond[n] if r.cause not in
                     INVALID_CAUSES} for s, n in singles.items()}
         idx = sorted(set(nom_success).intersection(*maps.values()))
         if not idx:
@@ -184,7 +194,7 @@ def _breaking_points(
         points.update({s: np.array([m[i] for i in idx], dtype=bool) for s, m in maps.items()})
         for level in manifest.breaking_levels:
             out.append(breaking_point(axis, points, level, n_boot=BREAKING_N_BOOT,
-                                      confidence=confidence, seed=seed))
+                                      confidence=p.confidence, seed=p.seed))
     return tuple(out)
 
 
@@ -367,22 +377,11 @@ def _status(
     return STATUS_OK, "; ".join(notes)
 
 
-def _axis_gap(
-    c: Condition,
-    rs: Sequence[EpisodeResult],
-    nom_success: Mapping[int, bool],
-    nom_invalid: set[int],
-    manifest: EvalManifest,
-    obs_mode: str,
-    kinds: Mapping[str, str],
-    confidence: float,
-    n_boot: int,
-    seed: int,
-) -> AxisGap:
-    recorded = rs
+def _axis_gap(c: Condition, p: _Paired, obs_mode: str, kinds: Mapping[str, str]) -> AxisGap:
+    recorded = p.by_cond[c.name]
     rs = [r for r in recorded if not is_invalid(r)]
-    status, note = _status(c, rs, obs_mode, kinds, manifest.env_id)
-    lost = [r for r in recorded if is_invalid(r) or r.episode_index in nom_invalid]
+    status, note = _status(c, rs, obs_mode, kinds, p.manifest.env_id)
+    lost = [r for r in recorded if is_invalid(r) or r.episode_index in p.nom_invalid]
     if recorded and len(lost) > INVALID_SHARE_LIMIT * len(recorded):
         own = sum(is_invalid(r) for r in recorded)
         status, note = STATUS_INVALID, (
@@ -391,18 +390,17 @@ def _axis_gap(
             f"{', '.join(sorted({str(r.cause) for r in recorded if is_invalid(r)}) or ['–'])}"
             f"), above the {INVALID_SHARE_LIMIT:.0%} limit: the simulator or the machinery "
             "failed, so no gap is reported")
-    paired = [
-        (nom_success[r.episode_index], r.success) for r in rs if r.episode_index in nom_success
-    ]
-    arr = np.array(paired, dtype=bool).reshape(-1, 2)
-    pg = paired_gap(arr[:, 0], arr[:, 1], n_boot=n_boot, confidence=confidence, seed=seed)
+    pairs = [(p.nom_success[r.episode_index], r.success) for r in rs
+             if r.episode_index in p.nom_success]
+    arr = np.array(pairs, dtype=bool).reshape(-1, 2)
+    pg = paired_gap(arr[:, 0], arr[:, 1], n_boot=p.n_boot, confidence=p.confidence, seed=p.seed)
     if pg.n == 0 and status not in (STATUS_NOT_APPLIED, STATUS_NO_DATA, STATUS_INVALID):
         status, note = STATUS_NO_DATA, "no episode index is shared with the nominal condition yet"
     hide = status in (STATUS_NOT_APPLIED, STATUS_NO_DATA, STATUS_INVALID)
     nan = math.nan
     return AxisGap(
         condition=c.name,
-        axis=_gap_label(c, manifest),
+        axis=_gap_label(c, p.manifest),
         axes=c.axes,
         severity=c.severity,
         split=c.split,
@@ -440,14 +438,8 @@ def _difficulty_order(gaps: Sequence[AxisGap], axes: Sequence[str]) -> tuple[str
     return tuple(sorted(best, key=lambda a: (-best[a][2], position.get(a, len(position)), a)))
 
 
-def _interactions(
-    manifest: EvalManifest,
-    by_cond: Mapping[str, Sequence[EpisodeResult]],
-    nom_success: Mapping[int, bool],
-    confidence: float,
-    n_boot: int,
-    seed: int,
-) -> tuple[InteractionStats, ...]:
+def _interactions(p: _Paired) -> tuple[InteractionStats, ...]:
+    manifest, by_cond, nom_success = p.manifest, p.by_cond, p.nom_success
     single_by_level = {c.levels[0]: c.name for c in manifest.conditions if len(c.levels) == 1}
     out = []
     for c in manifest.conditions:
@@ -462,9 +454,9 @@ def _interactions(
             np.array([nom_success[i] for i in common], dtype=bool),
             [np.array([m[i] for i in common], dtype=bool) for m in maps],
             np.array([comb[i] for i in common], dtype=bool),
-            n_boot=n_boot,
-            confidence=confidence,
-            seed=seed,
+            n_boot=p.n_boot,
+            confidence=p.confidence,
+            seed=p.seed,
         )
         out.append(
             InteractionStats(

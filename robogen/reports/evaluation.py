@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from robogen.configs import EvalConfig
 from robogen.errors import RunDirError
@@ -23,7 +24,13 @@ from robogen.reports.sequential import sequential_planner
 from robogen.reports.writers import write_report
 from robogen.rollout.faults import load_faults
 from robogen.rollout.replay import existing_videos
-from robogen.rollout.runner import ProgressFn, resume_run, run_evaluation, saved_config
+from robogen.rollout.runner import (
+    ProgressFn,
+    ResumeOptions,
+    resume_run,
+    run_evaluation,
+    saved_config,
+)
 from robogen.rollout.store import ResultStore
 from robogen.types import EvalManifest
 
@@ -51,16 +58,8 @@ def evaluate(
 ) -> EvalOutcome:
     """Run the evaluation ``cfg`` describes and write its report.
 
-    Args:
-        cfg: The evaluation.
-        progress: Called with (episodes done, total).
-        check_manifest: Called with the prepared manifest before anything is written
-            or run; raising there stops the evaluation (``robogen check`` refuses a
-            protocol that differs from its baseline's this way).
-
-    Raises:
-        InvalidSpecError, SpaceMismatchError, CheckpointError, UnknownNameError,
-        RunDirError: On bad input, before any episode runs or any file is written.
+    :func:`~robogen.rollout.runner.run_evaluation` (same arguments and errors) with the
+    stop rule of ``--episodes auto`` runs, then :func:`finish_report` with ``cfg.videos``.
     """
     with PlotWorker() as plotter:  # imports matplotlib on another core while episodes run
         store = run_evaluation(cfg, progress=progress, check_manifest=check_manifest,
@@ -71,40 +70,32 @@ def evaluate(
 def resume(
     run_dir: Path,
     *,
-    backend: str = "ray",
-    workers: int | None = None,
-    address: str | None = None,
     progress: ProgressFn | None = None,
     videos: int | None = None,
-    unit_timeout: float | None = None,
-    retry_invalid: bool = True,
+    **options: Any,
 ) -> EvalOutcome:
     """Finish a killed run: run only the units without a stored part, then report.
 
-    Units with episodes stored as ``worker_died``, ``infra_timeout`` or ``infra_error``
-    (:data:`~robogen.rollout.runner.RETRIED_ON_RESUME`: the machinery failed, e.g. a
-    policy server was down) are run again when ``retry_invalid``.
+    :func:`~robogen.rollout.runner.resume_run` (units stored with a cause in
+    :data:`~robogen.rollout.runner.RETRIED_ON_RESUME` run again unless
+    ``retry_invalid=False``), then :func:`finish_report`.
 
     Args:
         run_dir: The run directory.
-        backend: ``ray`` or ``serial``.
-        workers: Ray workers (default: the cluster's free CPUs).
-        address: Ray cluster to join.
         progress: Called with (episodes done, total).
         videos: Failures filmed per axis (default: the run's setting, else 2).
-        unit_timeout: Wall-clock budget per unit [s] (default: the run's setting, else
-            derived from the unit's steps).
-        retry_invalid: Rerun units the run gave up on.
+        **options: :class:`~robogen.rollout.runner.ResumeOptions` fields
+            (``backend`` (default ``"ray"``), ``workers``, ``address``, ``unit_timeout``,
+            ``retry_invalid``).
 
     Raises:
-        RunDirError: If ``run_dir`` is missing, empty or corrupt.
-        InvalidSpecError: If ``backend`` is not ``ray`` or ``serial``.
-        WorkerSetupError: If the workers cannot start.
+        TypeError: On a keyword that is not a ``ResumeOptions`` field.
+        RunDirError, InvalidSpecError, WorkerSetupError: As ``resume_run``.
     """
+    resume_options = ResumeOptions(**options)  # a bad keyword fails before the helper starts
     with PlotWorker() as plotter:
-        store = resume_run(run_dir, backend=backend, workers=workers, address=address,
-                           progress=progress, unit_timeout=unit_timeout,
-                           retry_invalid=retry_invalid, make_planner=sequential_planner)
+        store = resume_run(run_dir, resume_options, progress=progress,
+                           make_planner=sequential_planner)
         n_videos = saved_config(store.run_dir).get("videos", 2) if videos is None else videos
         return finish_report(store, videos=2 if n_videos is None else n_videos, plotter=plotter)
 

@@ -14,7 +14,7 @@ import json
 import re
 import time
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -323,32 +323,43 @@ def saved_config(run_dir: Path) -> dict[str, Any]:
     return json.loads(cfg_path.read_text()) if cfg_path.exists() else {}
 
 
+@dataclass(frozen=True, slots=True)
+class ResumeOptions:
+    """How :func:`resume_run` finishes a killed run (what to run is in its manifest).
+
+    Attributes:
+        backend: ``ray`` or ``serial``.
+        workers: Ray workers (default: the cluster's free CPUs).
+        address: Ray cluster to join.
+        unit_timeout: Wall-clock budget per unit [s] (default: the run's setting, else
+            derived from the unit's steps).
+        retry_invalid: Rerun units the run gave up on (:data:`RETRIED_ON_RESUME`).
+    """
+
+    backend: str = "ray"
+    workers: int | None = None
+    address: str | None = None
+    unit_timeout: float | None = None
+    retry_invalid: bool = True
+
+
 def resume_run(
     run_dir: Path,
+    options: ResumeOptions | None = None,
     *,
-    backend: str = "ray",
-    workers: int | None = None,
-    address: str | None = None,
     progress: ProgressFn | None = None,
-    unit_timeout: float | None = None,
-    retry_invalid: bool = True,
     make_planner: PlannerFactory | None = None,
 ) -> ResultStore:
     """Finish a killed run: run only the units without a stored part (no report).
 
     Units with episodes stored as ``worker_died``, ``infra_timeout`` or ``infra_error``
     (:data:`RETRIED_ON_RESUME`: the machinery failed, e.g. a policy server was down) are
-    run again when ``retry_invalid``.
+    run again when ``options.retry_invalid``.
 
     Args:
         run_dir: The run directory.
-        backend: ``ray`` or ``serial``.
-        workers: Ray workers (default: the cluster's free CPUs).
-        address: Ray cluster to join.
+        options: Backend, workers, timeouts (default :class:`ResumeOptions`: Ray).
         progress: Called with (episodes done, total).
-        unit_timeout: Wall-clock budget per unit [s] (default: the run's setting, else
-            derived from the unit's steps).
-        retry_invalid: Rerun units the run gave up on.
         make_planner: The stop rule of a sequential run; required for one.
 
     Returns:
@@ -356,28 +367,29 @@ def resume_run(
 
     Raises:
         RunDirError: If ``run_dir`` is missing, empty or corrupt.
-        InvalidSpecError: If ``backend`` is not ``ray`` or ``serial``.
+        InvalidSpecError: If ``options.backend`` is not ``ray`` or ``serial``.
         TypeError: If the run is sequential and ``make_planner`` is None.
         WorkerSetupError: If the workers cannot start.
     """
+    options = options or ResumeOptions()
     store = ResultStore.open(run_dir)
     store.remove_stale_temporaries()
     require_schema(store.manifest, run_dir)
-    if backend not in ("ray", "serial"):
-        raise InvalidSpecError(f"backend must be 'ray' or 'serial', got {backend!r}")
-    _require_planner(store.manifest, make_planner, str(run_dir))
     saved = saved_config(store.run_dir)
-    num_gpus = float(saved.get("num_gpus_per_worker", 0.0))
+    unit_timeout = options.unit_timeout
     if unit_timeout is None:
         unit_timeout = saved.get("unit_timeout")
-    options = BackendOptions(kind=backend, workers=workers,  # type: ignore[arg-type]
-                             address=address, num_gpus_per_worker=num_gpus,
-                             unit_timeout_s=unit_timeout)
-    rerun = store.units_with_causes(RETRIED_ON_RESUME) if retry_invalid else frozenset()
+    run_options = BackendOptions(kind=options.backend,  # type: ignore[arg-type]  # checked there
+                                 workers=options.workers, address=options.address,
+                                 num_gpus_per_worker=float(saved.get("num_gpus_per_worker", 0.0)),
+                                 unit_timeout_s=unit_timeout)
+    _require_planner(store.manifest, make_planner, str(run_dir))
+    rerun = (store.units_with_causes(RETRIED_ON_RESUME) if options.retry_invalid
+             else frozenset[int]())
     if store.manifest.sequential is not None:
         assert make_planner is not None  # _require_planner
-        run_auto(store, options, make_planner, progress, rerun=rerun)
+        run_auto(store, run_options, make_planner, progress, rerun=rerun)
     else:
-        run_session(store, options, progress, rerun=rerun)
-        run_sweep(store, options, progress)
+        run_session(store, run_options, progress, rerun=rerun)
+        run_sweep(store, run_options, progress)
     return store

@@ -48,7 +48,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from robogen.errors import InvalidSpecError, RunDirError
+from robogen.errors import InvalidSpecError
 from robogen.scaling.curves import CurveFit, CurvesFile, FactorCurve, predict
 from robogen.scaling.planner import METHODS, Allocation, FactorAllocation, plan_budget
 
@@ -277,9 +277,7 @@ def run_adaptive(
     config: AdaptiveConfig,
     *,
     out: Path | None = None,
-    backend: str = "serial",
-    workers: int | None = None,
-    address: str | None = None,
+    backend: BackendOptions | None = None,
     progress: Progress | None = None,
 ) -> AdaptiveOutcome:
     """Run (or resume) the closed loop on a finished scale run; see the module docstring.
@@ -290,9 +288,8 @@ def run_adaptive(
         config: The loop's settings.
         out: Loop directory (default ``scale_dir/adaptive``): new, empty, or a loop with the
             same settings (resumed).
-        backend: Evaluation backend, ``serial`` or ``ray``.
-        workers: Ray workers.
-        address: Ray cluster address.
+        backend: Evaluation backend (:func:`~robogen.scaling.pipeline.eval_backend`);
+            None: serial.
         progress: ``progress(stage, done, total)``.
 
     Returns:
@@ -308,7 +305,7 @@ def run_adaptive(
     scale_dir = Path(scale_dir)
     scale, curves = load_scale_run(scale_dir)
     validate_adaptive(config, curves)
-    options = eval_backend(backend, workers, address)
+    options = backend or eval_backend()
     out = Path(out) if out is not None else scale_dir / "adaptive"
     settings = {"schema": ADAPTIVE_SCHEMA, "version": ADAPTIVE_VERSION,
                 "scale_dir": str(scale_dir.resolve()), "loop": config.to_dict(),
@@ -349,22 +346,17 @@ def run_adaptive(
 
 def _open_loop_dir(out: Path, settings: Mapping[str, Any]) -> None:
     """Check ``out`` is new, empty or a loop with the same settings (nothing is written)."""
-    meta = out / ADAPTIVE_FILE
-    if meta.is_file():
-        try:
-            old = json.loads(meta.read_text())
-        except ValueError as e:
-            raise RunDirError(f"{str(meta)!r} is corrupt ({e}); delete {out} to start over") from e
-        diff = []
-        for part in ("loop", "scale"):
-            o, n = old.get(part, {}), settings[part]
-            diff += [f"{k}: {o.get(k)!r} != {n[k]!r}" for k in n if o.get(k) != n[k]]
+    from robogen.scaling.pipeline import changed_settings, check_settings_dir
+
+    def differences(old: dict[str, Any]) -> list[str]:
+        diff = [d for part in ("loop", "scale")
+                for d in changed_settings(old.get(part, {}), settings[part])]
         if old.get("scale_dir") != settings["scale_dir"]:
             diff.append(f"scale run: {old.get('scale_dir')!r} != {settings['scale_dir']!r}")
-        if diff:
-            raise InvalidSpecError(OTHER_LOOP.format(out=out, diff="; ".join(diff)))
-    elif out.exists() and (not out.is_dir() or any(out.iterdir())):
-        raise RunDirError(NOT_A_LOOP_DIR.format(out=out, file=ADAPTIVE_FILE))
+        return diff
+
+    check_settings_dir(out, ADAPTIVE_FILE, differences, other_settings=OTHER_LOOP,
+                       not_a_dir=NOT_A_LOOP_DIR)
 
 
 def _round(scale: Any, scale_dir: Path, config: AdaptiveConfig, r: int, rdir: Path,

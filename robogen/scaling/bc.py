@@ -145,16 +145,11 @@ def train_bc_ensemble(
         InvalidSpecError: On malformed observations, actions, subsets, seeds or config.
     """
     prep = _prepare(obs, actions, subsets, seeds, config, action_low, action_high, overrides)
-    fns = _train_fns(prep.config, prep.act_dim)
-    states = fns.init_many(prep.keys, prep.dummy)
-    losses = []
-    for n_steps, done in _chunks(prep.config):
-        states, loss = fns.run_many(states, prep.idx, prep.count, prep.stats, prep.data,
-                                    prep.targets, n_steps)
-        losses.append(np.asarray(loss))
-        if progress is not None:
-            progress(done, prep.config.steps)
-    curves = np.concatenate(losses, axis=1)  # (K, steps)
+    fns = _train_fns(prep.config, prep.untrained.act_dim)
+    states, curves = _run_chunks(  # curves: (K, steps)
+        lambda s, n: fns.run_many(s, prep.idx, prep.count, prep.stats, prep.data, prep.targets, n),
+        fns.init_many(prep.keys, prep.dummy), prep.config,
+        None if progress is None else lambda done: progress(done, prep.config.steps))
     params = jax.tree_util.tree_map(np.asarray, states.params)
     return [prep.model(k, jax.tree_util.tree_map(lambda p, k=k: p[k], params), curves[k])
             for k in range(len(prep.seeds))]
@@ -179,21 +174,19 @@ def train_bc_sequential(
     ``progress`` is called as ``progress(steps_done_all_models, K * steps)``.
     """
     prep = _prepare(obs, actions, subsets, seeds, config, action_low, action_high, overrides)
-    fns = _train_fns(prep.config, prep.act_dim)
+    fns = _train_fns(prep.config, prep.untrained.act_dim)
     models = []
     total = len(prep.seeds) * prep.config.steps
     for k in range(len(prep.seeds)):
-        state = fns.init_one(prep.keys[k], prep.dummy)
         stats = jax.tree_util.tree_map(lambda s, k=k: s[k], prep.stats)
-        losses = []
-        for n_steps, done in _chunks(prep.config):
-            state, loss = fns.run_one(state, prep.idx[k], prep.count[k], stats, prep.data,
-                                      prep.targets, n_steps)
-            losses.append(np.asarray(loss))
-            if progress is not None:
-                progress(k * prep.config.steps + done, total)
+        offset = k * prep.config.steps
+        state, curve = _run_chunks(
+            lambda s, n, k=k, stats=stats: fns.run_one(s, prep.idx[k], prep.count[k], stats,
+                                                       prep.data, prep.targets, n),
+            fns.init_one(prep.keys[k], prep.dummy), prep.config,
+            None if progress is None else lambda done, o=offset: progress(o + done, total))
         params = jax.tree_util.tree_map(np.asarray, state.params)
-        models.append(prep.model(k, params, np.concatenate(losses)))
+        models.append(prep.model(k, params, curve))
     return models
 
 
@@ -236,10 +229,7 @@ def init_bc(
     dummy = {k: jnp.zeros((1, *s), jnp.uint8 if k == "pixels" else jnp.float32)
              for k, s in shapes.items()}
     state = _train_fns(config, int(act_dim)).init_one(jax.random.PRNGKey(seed), dummy)
-    low = np.broadcast_to(np.asarray(-1.0 if action_low is None else action_low, np.float32),
-                          (act_dim,)).copy()
-    high = np.broadcast_to(np.asarray(1.0 if action_high is None else action_high, np.float32),
-                           (act_dim,)).copy()
+    low, high = _action_bounds(action_low, action_high, int(act_dim))
     d = shapes.get("state")
     return BCModel(
         config, jax.tree_util.tree_map(np.asarray, state.params), obs_mode, shapes, int(act_dim),
@@ -261,12 +251,7 @@ def bc_loss(model: BCModel, obs: ArrayLike | Mapping[str, ArrayLike], actions: A
 
 @dataclass(frozen=True, eq=False)
 class _Prepared:
-    config: BCConfig
-    obs_mode: str
-    obs_shapes: dict[str, tuple[int, ...]]
-    act_dim: int
-    low: NDArray[np.float32]
-    high: NDArray[np.float32]
+    untrained: BCModel  # config, observation shapes, action bounds; no parameters yet
     data: dict[str, jax.Array]
     targets: jax.Array  # (N, A) in [-1, 1]
     idx: jax.Array  # (K, N) int32: subset rows first, padded with 0
@@ -277,6 +262,10 @@ class _Prepared:
     dummy: dict[str, jax.Array]
     clipped_fraction: float
 
+    @property
+    def config(self) -> BCConfig:
+        return self.untrained.config
+
     def model(self, k: int, params: Any, loss_curve: NDArray[np.floating]) -> BCModel:
         stats = {n: np.asarray(v[k]) for n, v in self.stats.items()}
         n_pts = min(len(loss_curve), 50)
@@ -286,8 +275,8 @@ class _Prepared:
             "final_loss": float(np.mean(loss_curve[-max(1, len(loss_curve) // 20):])),
             "loss_curve": curve, "clipped_action_fraction": self.clipped_fraction,
         }
-        return BCModel(self.config, params, self.obs_mode, self.obs_shapes, self.act_dim,
-                       self.low, self.high, stats.get("mean"), stats.get("std"), info)
+        return dataclasses.replace(self.untrained, params=params, obs_mean=stats.get("mean"),
+                                   obs_std=stats.get("std"), train_info=info)
 
 
 def _prepare(obs: Any, actions: Any, subsets: Any, seeds: Sequence[int], config: BCConfig | None,
@@ -310,10 +299,7 @@ def _prepare(obs: Any, actions: Any, subsets: Any, seeds: Sequence[int], config:
     if act.ndim != 2 or len(act) != n or not np.all(np.isfinite(act)):
         raise InvalidSpecError(BAD_ACTIONS.format(n=n, got=f"shape {act.shape}"))
     a_dim = act.shape[1]
-    low = np.broadcast_to(np.asarray(-1.0 if action_low is None else action_low, np.float32),
-                          (a_dim,)).copy()
-    high = np.broadcast_to(np.asarray(1.0 if action_high is None else action_high, np.float32),
-                           (a_dim,)).copy()
+    low, high = _action_bounds(action_low, action_high, a_dim)
     if not (np.all(np.isfinite(low)) and np.all(np.isfinite(high)) and np.all(high > low)):
         raise InvalidSpecError(f"action bounds must be finite with high > low, got low={low}, "
                                f"high={high}")
@@ -339,12 +325,18 @@ def _prepare(obs: Any, actions: Any, subsets: Any, seeds: Sequence[int], config:
     dummy = {name: jnp.zeros((1, *s), a.dtype) for (name, a), s in zip(data.items(),
                                                                       shapes.values(), strict=True)}
     return _Prepared(
-        config=config, obs_mode=obs_mode, obs_shapes=shapes, act_dim=a_dim, low=low, high=high,
+        untrained=BCModel(config, None, obs_mode, shapes, a_dim, low, high, None, None),
         data={name: jnp.asarray(a) for name, a in data.items()},
         targets=jnp.asarray(np.clip(scaled, -1.0, 1.0)), idx=jnp.asarray(idx),
         count=jnp.asarray([len(r) for r in idx_rows], jnp.int32), stats=stats, seeds=seeds_t,
         keys=keys, dummy=dummy, clipped_fraction=clipped,
     )
+
+
+def _action_bounds(low: Any, high: Any, act_dim: int) -> tuple[NDArray[np.float32], ...]:
+    """``(A,) float32`` lower and upper action bounds (defaults -1 and +1, scalars broadcast)."""
+    return tuple(np.broadcast_to(np.asarray(d if v is None else v, np.float32), (act_dim,)).copy()
+                 for v, d in ((low, -1.0), (high, 1.0)))
 
 
 def _check_state_indices(config: BCConfig, state_dim: int | None) -> None:
@@ -399,6 +391,23 @@ def _subset_indices(subsets: Any, n: int) -> list[NDArray[np.int64]]:
     if empty:
         raise InvalidSpecError(BAD_SUBSETS.format(n=n, why=f"subsets {empty} are empty"))
     return [r.astype(np.int64) for r in rows]
+
+
+def _run_chunks(run: Callable[[Any, int], tuple[Any, jax.Array]], state: Any, config: BCConfig,
+                on_chunk: Callable[[int], None] | None) -> tuple[Any, NDArray[np.float32]]:
+    """Take ``config.steps`` gradient steps as compiled chunks ``run(state, n_steps)``.
+
+    Returns:
+        The final state and the per-step losses, chunks joined on the last (step) axis;
+        ``on_chunk(steps_done)`` is called after each chunk.
+    """
+    losses = []
+    for n_steps, done in _chunks(config):
+        state, loss = run(state, n_steps)
+        losses.append(np.asarray(loss))
+        if on_chunk is not None:
+            on_chunk(done)
+    return state, np.concatenate(losses, axis=-1)
 
 
 def _chunks(config: BCConfig) -> list[tuple[int, int]]:

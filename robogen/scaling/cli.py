@@ -121,9 +121,9 @@ def scale_command(
 
     config = _guarded(build)
     _guarded(loop.validate, config)
+    options = _guarded(loop.eval_backend, backend, workers, address)
     with ProgressBars({"train": "steps"}) as bars:
-        outcome = _guarded(loop.run_scale, config, out, backend=backend, workers=workers,
-                           address=address, progress=bars)
+        outcome = _guarded(loop.run_scale, config, out, backend=options, progress=bars)
     c = Console()
     for w in outcome.warnings:
         c.print(f"[yellow]note:[/] {w}", highlight=False)
@@ -296,6 +296,7 @@ def _plan_rounds(curves: Path, budget: float, rounds: int, *, cost: str | None, 
     from rich.console import Console
 
     from robogen.scaling import adaptive
+    from robogen.scaling.pipeline import eval_backend
 
     scale_dir = curves.parent if curves.name == "curves.json" else curves
     if report is not None and Path(report).is_dir():
@@ -308,9 +309,10 @@ def _plan_rounds(curves: Path, budget: float, rounds: int, *, cost: str | None, 
     config = adaptive.AdaptiveConfig(budget=budget, rounds=rounds, method=method,
                                      costs=_guarded(_costs, cost), k=k, step=step, lcb=lcb)
     _guarded(adaptive.validate_adaptive, config, cf)
+    options = _guarded(eval_backend, backend)
     with ProgressBars({"train": "steps"}) as bars:
-        res = _guarded(adaptive.run_adaptive, scale_dir, config, out=out, backend=backend,
-                       progress=bars)
+        res = _guarded(adaptive.run_adaptive, scale_dir, config, out=out,
+                       backend=options, progress=bars)
     c = Console()
     c.print(f"[bold green]closed loop:[/] {config.method}, budget {config.budget:g} in "
             f"{config.rounds} rounds; {res.trained} models trained, {res.reused} reused",

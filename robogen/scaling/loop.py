@@ -49,11 +49,13 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from robogen.errors import InvalidSpecError, RunDirError, UnknownNameError
+from robogen.errors import InvalidSpecError, UnknownNameError
 from robogen.scaling.bc import BCConfig, check_image_size
 from robogen.scaling.demos import BASE_FACTOR, EXPERT_TASKS, factor_condition
 from robogen.scaling.pipeline import (
     ModelJob,
+    changed_settings,
+    check_settings_dir,
     collect_demos,
     eval_backend,
     eval_manifest,
@@ -326,19 +328,9 @@ def validate(config: ScaleConfig) -> list[str]:
 
 def _open_run_dir(config: ScaleConfig, out: Path) -> None:
     """Check ``out`` is new, empty or a run of the same config (nothing is written here)."""
-    meta = out / SCALE_FILE
-    if meta.is_file():
-        try:
-            old = json.loads(meta.read_text())
-        except ValueError as e:
-            raise RunDirError(f"{str(meta)!r} is corrupt ({e}); delete {out} to start over") from e
-        new = config.to_dict()
-        old_cfg = old.get("config", {})
-        diff = [f"{k}: {old_cfg.get(k)!r} != {new[k]!r}" for k in new if old_cfg.get(k) != new[k]]
-        if diff:
-            raise InvalidSpecError(OTHER_SETTINGS.format(out=out, diff="; ".join(diff)))
-    elif out.exists() and (not out.is_dir() or any(out.iterdir())):
-        raise RunDirError(NOT_A_SCALE_DIR.format(out=out, file=SCALE_FILE))
+    check_settings_dir(out, SCALE_FILE,
+                       lambda old: changed_settings(old.get("config", {}), config.to_dict()),
+                       other_settings=OTHER_SETTINGS, not_a_dir=NOT_A_SCALE_DIR)
 
 
 # ---- the models of a run --------------------------------------------------------------------
@@ -419,9 +411,7 @@ def run_scale(
     config: ScaleConfig,
     out: Path,
     *,
-    backend: str = "serial",
-    workers: int | None = None,
-    address: str | None = None,
+    backend: BackendOptions | None = None,
     progress: Progress | None = None,
 ) -> ScaleOutcome:
     """Run (or resume) a factored-scaling measurement; see the module docstring.
@@ -429,10 +419,8 @@ def run_scale(
     Args:
         config: What to measure.
         out: Run directory (new, empty, or a killed run of the same config).
-        backend: Rollout backend of the evaluations, ``serial`` (default: small BC
-            policies evaluate fast in-process; Ray actors would start per model) or ``ray``.
-        workers: Ray workers.
-        address: Ray cluster address.
+        backend: Rollout backend of the evaluations (:func:`eval_backend`); None: serial
+            (small BC policies evaluate fast in-process; Ray actors would start per model).
         progress: ``progress(stage, done, total)``.
 
     Returns:
@@ -449,7 +437,7 @@ def run_scale(
     from robogen.scaling.report import write_scaling_html
 
     warnings = validate(config)
-    options = eval_backend(backend, workers, address)
+    options = backend or eval_backend()
     out = Path(out)
     _open_run_dir(config, out)
     out.mkdir(parents=True, exist_ok=True)

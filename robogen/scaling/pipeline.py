@@ -216,6 +216,44 @@ def _training_data(store: DemoStore, need: Mapping[str, int], obs_mode: str
     return obs, actions, rows
 
 
+# ---- run directories -------------------------------------------------------------------------
+
+
+def changed_settings(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:
+    """``"key: old != new"`` for every key of ``new`` whose value ``old`` does not hold."""
+    return [f"{k}: {old.get(k)!r} != {new[k]!r}" for k in new if old.get(k) != new[k]]
+
+
+def check_settings_dir(out: Path, settings_file: str,
+                       differences: Callable[[dict[str, Any]], list[str]], *,
+                       other_settings: str, not_a_dir: str) -> None:
+    """Check ``out`` is new, empty, or a run whose ``settings_file`` matches (writes nothing).
+
+    Args:
+        out: The run directory.
+        settings_file: Name of the JSON file a run writes first.
+        differences: The stored settings (parsed JSON) -> what differs from this run's.
+        other_settings: Message template (``{out}``, ``{diff}``) for a run with other settings.
+        not_a_dir: Message template (``{out}``, ``{file}``) for a non-empty dir without it.
+
+    Raises:
+        RunDirError: If ``settings_file`` is corrupt, or ``out`` is a file or a non-empty
+            directory without it.
+        InvalidSpecError: If the stored settings differ.
+    """
+    meta = out / settings_file
+    if meta.is_file():
+        try:
+            old = json.loads(meta.read_text())
+        except ValueError as e:
+            raise RunDirError(f"{str(meta)!r} is corrupt ({e}); delete {out} to start over") from e
+        diff = differences(old)
+        if diff:
+            raise InvalidSpecError(other_settings.format(out=out, diff="; ".join(diff)))
+    elif out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise RunDirError(not_a_dir.format(out=out, file=settings_file))
+
+
 # ---- step 3: evaluation ----------------------------------------------------------------------
 
 

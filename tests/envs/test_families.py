@@ -10,6 +10,7 @@ import pytest
 
 from robogen.envs import ENV_FAMILIES, EnvFamily, SuiteMissingError, list_env_ids, make
 from robogen.envs.families import SUITE_MISSING, family_of, register_env_family
+from robogen.envs.tabletop import make_task
 from robogen.errors import UnknownNameError
 
 FAMILIES = ENV_FAMILIES.names()
@@ -66,11 +67,9 @@ def test_a_toy_family_is_one_module_and_one_registration(monkeypatch: pytest.Mon
     """A new family needs no edit elsewhere: make(), list_env_ids() and family_of() see it."""
     mod = types.ModuleType("toy_family_mod")
 
-    def family_make(name: str, **kwargs):
-        from robogen.envs import make as robogen_make
-
+    def family_make(name: str, options, **kwargs):
         assert name == "Reach-v0"
-        return robogen_make("robogen/Reach-v0", **kwargs)
+        return make_task("robogen/Reach-v0", options, **kwargs)
 
     mod.family_ids = lambda: ("Reach-v0",)  # type: ignore[attr-defined]
     mod.family_make = family_make  # type: ignore[attr-defined]
@@ -108,7 +107,8 @@ def test_a_toy_family_and_a_toy_policy_scheme_run_through_robogen_eval(
 
     env_mod = types.ModuleType("toy_env_family")  # the family's one module
     env_mod.family_ids = lambda: ("Reach-v0",)  # type: ignore[attr-defined]
-    env_mod.family_make = lambda name, **kw: make("robogen/Reach-v0", **kw)  # type: ignore[attr-defined]
+    env_mod.family_make = lambda name, options, **kw: make_task(  # type: ignore[attr-defined]
+        "robogen/Reach-v0", options, **kw)
     monkeypatch.setitem(sys.modules, "toy_env_family", env_mod)
     monkeypatch.setattr(ENV_FAMILIES, "_entries", dict(ENV_FAMILIES._entries))
     monkeypatch.setattr(POLICY_SCHEMES, "_entries", dict(POLICY_SCHEMES._entries))

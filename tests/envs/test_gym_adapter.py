@@ -7,7 +7,7 @@ import mujoco
 import numpy as np
 import pytest
 
-from robogen.envs import make
+from robogen.envs import EnvOptions, make
 from robogen.envs.base import MujocoScene, find_scene
 from robogen.envs.gym_adapter import (
     SUPPORTED,
@@ -83,7 +83,7 @@ def test_seeds_reproduce_and_match_stock_env(gym_id: str) -> None:
 
 
 def test_install_nominal_model_keeps_stepping(gym_id: str) -> None:
-    env = make_adapted(gym_id, obs_mode="state+pixels")
+    env = make_adapted(gym_id, EnvOptions(obs_mode="state+pixels"))
     env.reset(seed=1)
     for act in _actions(env, 3):
         env.step(act)
@@ -141,7 +141,7 @@ def test_ant_body_added_changes_obs_and_is_refused() -> None:
 
 
 def test_pixels_vary_with_pose(gym_id: str) -> None:
-    env = make_adapted(gym_id, obs_mode="pixels")
+    env = make_adapted(gym_id, EnvOptions(obs_mode="pixels"))
     img0, _ = env.reset(seed=0)
     assert img0.std() > 5.0  # not a constant image
     for name in env.roles.robot_joints:
@@ -156,7 +156,7 @@ def test_pixels_vary_with_pose(gym_id: str) -> None:
 
 
 def test_textures_changed_reaches_renderer() -> None:
-    env = make_adapted("HalfCheetah-v5", obs_mode="pixels")
+    env = make_adapted("HalfCheetah-v5", EnvOptions(obs_mode="pixels"))
     img0, _ = env.reset(seed=0)
     m = env.model
     tex = m.texture("texplane").id
@@ -173,18 +173,18 @@ def test_render_settings_default_and_custom() -> None:
     s = env.render_settings
     assert (s.width, s.height, s.camera, s.shadowsize, s.offsamples) == (84, 84, "track", 0, 0)
     assert env.model.vis.quality.offsamples == 0
-    env2 = make_adapted("Reacher-v5", obs_mode="pixels",
-                        render=RenderSettings(width=32, height=48, shadowsize=1024))
+    env2 = make_adapted("Reacher-v5", EnvOptions(
+        obs_mode="pixels", render=RenderSettings(width=32, height=48, shadowsize=1024)))
     obs, _ = env2.reset(seed=0)
     assert obs.shape == (48, 32, 3) and env2.render_settings.camera == "robogen_cam"
     assert env2.model.vis.quality.shadowsize == 1024
     with pytest.raises(SceneError, match="no camera"):
-        make_adapted("Reacher-v5", render=RenderSettings(camera="nope"))
+        make_adapted("Reacher-v5", EnvOptions(render=RenderSettings(camera="nope")))
 
 
 def test_reacher_success_when_target_is_reached() -> None:
     """Success is decided at the last step: fingertip within 0.02 m of the target."""
-    env = make_adapted("Reacher-v5", max_steps=2)
+    env = make_adapted("Reacher-v5", EnvOptions(max_steps=2))
     env.reset(seed=0)
     m, d = env.model, env.data
     tip = d.body("fingertip").xpos[:2].copy()
@@ -207,12 +207,13 @@ def test_reacher_success_when_target_is_reached() -> None:
 
 def test_return_rule_needs_time_limit_and_threshold() -> None:
     for threshold, expected in ((-1e9, True), (1e9, False)):
-        env = make_adapted("HalfCheetah-v5", max_steps=3, success_threshold=threshold)
+        env = make_adapted("HalfCheetah-v5",
+                           EnvOptions(max_steps=3, success_threshold=threshold))
         env.reset(seed=0)
         infos = [env.step(a)[4] for a in _actions(env, 3)]
         assert [i["success"] for i in infos] == [False, False, expected]
         assert infos[-1]["episode_return"] == pytest.approx(infos[-1]["robogen"]["success_metric"])
-    hopper = make_adapted("Hopper-v5", max_steps=50, success_threshold=-1e9)
+    hopper = make_adapted("Hopper-v5", EnvOptions(max_steps=50, success_threshold=-1e9))
     hopper.reset(seed=0)
     hopper.data.qpos[1] = 0.5  # torso far below the healthy height: the hopper fell
     _, _, term, _, info = hopper.step(np.zeros(3, dtype=np.float32))
@@ -263,13 +264,13 @@ def test_unknown_ids_and_bad_modes() -> None:
     with pytest.raises(UnknownNameError):
         make_adapted("Humanoid-v4")
     with pytest.raises(InvalidSpecError, match="obs_mode"):
-        make_adapted("Hopper-v5", obs_mode="rgb")
+        make_adapted("Hopper-v5", EnvOptions(obs_mode="rgb"))
     with pytest.raises(InvalidSpecError, match="max_steps"):
-        make_adapted("Hopper-v5", max_steps=0)
+        make_adapted("Hopper-v5", EnvOptions(max_steps=0))
 
 
 def test_max_steps_and_wrapper_record() -> None:
-    env = make_adapted("Hopper-v5", max_steps=7, obs_mode="pixels")
+    env = make_adapted("Hopper-v5", EnvOptions(max_steps=7, obs_mode="pixels"))
     assert env.spec is not None and env.spec.max_episode_steps == 7
     assert isinstance(env, GymMujocoAdapter)
     assert env.rule.threshold == pytest.approx(1500.0 * 7 / 1000)
@@ -286,9 +287,9 @@ def test_destroying_one_env_leaves_another_renderer_intact() -> None:
     """A collected env must free its GL objects in its own context, not the current one."""
     import gc
 
-    keep = make_adapted("Walker2d-v5", obs_mode="pixels")
+    keep = make_adapted("Walker2d-v5", EnvOptions(obs_mode="pixels"))
     img, _ = keep.reset(seed=0)
-    other = make_adapted("Hopper-v5", obs_mode="pixels")
+    other = make_adapted("Hopper-v5", EnvOptions(obs_mode="pixels"))
     other.reset(seed=0)
     keep.render_frame()  # keep's context is current while `other` is collected
     del other

@@ -273,15 +273,21 @@ def test_a_success_threshold_is_refused_by_a_suite_with_its_own_flag(env_id: str
 @pytest.mark.parametrize("bad", [0, -3, 2.5, "100"])
 def test_a_bad_step_limit_is_refused_before_the_suite_env_is_built(env_id: str, bad) -> None:
     """Every family checks ``max_steps`` with the same message (families.check_max_steps)."""
+    from robogen.envs import EnvOptions
     from robogen.envs.fetch_env import make_fetch
     from robogen.envs.metaworld_env import make_metaworld
     from robogen.errors import InvalidSpecError
 
     _need(env_id)
-    direct = make_fetch if env_id.startswith("gymnasium-robotics/") else make_metaworld
+    name = env_id.split("/", 1)[1]
+    if env_id.startswith("gymnasium-robotics/"):
+        def direct() -> object:
+            return make_fetch(name, EnvOptions(max_steps=bad))
+    else:
+        def direct() -> object:
+            return make_metaworld(name, max_steps=bad)
     want = f"max_steps must be a positive integer, got {bad!r}"
-    for call in (lambda: make(env_id, max_steps=bad),
-                 lambda: direct(env_id.split("/", 1)[1], max_steps=bad)):
+    for call in (lambda: make(env_id, max_steps=bad), direct):
         with pytest.raises(InvalidSpecError) as e:
             call()
         assert str(e.value) == want

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 from gymnasium.utils.env_checker import check_env
 
+from robogen.envs import EnvOptions, tabletop
 from robogen.envs import scene as sc
-from robogen.envs import tabletop
 from robogen.envs.base import MujocoScene, find_scene
 from robogen.errors import InvalidSpecError, UnknownNameError
 from robogen.types import RenderSettings
@@ -247,7 +247,7 @@ def test_make_via_robogen_envs():
         *_, terminated, truncated, _ = env.step(np.zeros(6, np.float32))
     assert truncated or terminated
     with pytest.raises(InvalidSpecError, match="own success predicate"):
-        tabletop.make_task("robogen/Push-v0", success_threshold=10.0)
+        tabletop.make_task("robogen/Push-v0", EnvOptions(success_threshold=10.0))
     with pytest.raises(UnknownNameError, match="Reach"):
         tabletop.make_task("robogen/Reech-v0")
 

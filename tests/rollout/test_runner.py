@@ -149,7 +149,7 @@ def test_the_runner_stores_episodes_and_the_report_is_built_above_it(tmp_path):
 
 
 def test_a_sequential_run_without_a_stop_rule_is_refused_before_anything_is_written(tmp_path):
-    from robogen.rollout.runner import NO_PLANNER, resume_run, run_evaluation
+    from robogen.rollout.runner import NO_PLANNER, ResumeOptions, resume_run, run_evaluation
 
     out = tmp_path / "auto"
     cfg = _cfg(out, "serial", axes=["physics"], combined=False, episodes="auto",
@@ -159,5 +159,5 @@ def test_a_sequential_run_without_a_stop_rule_is_refused_before_anything_is_writ
     assert not out.exists()
     evaluate(cfg)  # the reports layer passes the stop rule down
     with pytest.raises(TypeError) as e:
-        resume_run(out, backend="serial")
+        resume_run(out, ResumeOptions(backend="serial"))
     assert str(e.value) == NO_PLANNER.format(name=str(out))
