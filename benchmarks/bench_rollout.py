@@ -12,6 +12,13 @@
    the raw side; the policy's own share of the eval time is printed separately (the
    policy takes ``slots``, so it acts for half of the envs while the other half's
    frames are drawn: its share is time on the worker's thread, partly hidden).
+   Both sides draw with Mesa llvmpipe on the drawing thread (``LP_NUM_THREADS=0``, as
+   robogen's Ray workers do; export it to measure otherwise). Each row also prints the
+   least CPU per step of the worker's thread (physics, policy, bookkeeping), of the render
+   thread and of the whole process against raw's CPU per frame, and the ratio they would
+   allow on two idle cores (a bound: hand-offs and GIL waits are not counted). On a loaded
+   2-core machine the eval side's threads share about one core, so the measured ratio
+   falls toward raw / (worker + render thread).
 
 The machine is noisy; absolute times mean little, ratios are what to read.
 Usage: python benchmarks/bench_rollout.py [--episodes N] [--quick] [--only pixels,overhead,ray]
@@ -24,6 +31,10 @@ import os
 import time
 
 os.environ.setdefault("MUJOCO_GL", "egl")
+# Mesa llvmpipe draws on the calling thread, as in robogen's Ray workers (rollout/ray_backend.py
+# _WORKER_ENV), for both sides: its rasterizer threads only add hand-offs at 84x84 and take
+# the core the worker's physics runs on. Export LP_NUM_THREADS to measure otherwise.
+os.environ.setdefault("LP_NUM_THREADS", "0")
 
 import numpy as np  # noqa: E402
 
@@ -35,6 +46,7 @@ from robogen.rollout.plan import episode_seed  # noqa: E402
 from robogen.rollout.runner import plan_units, prepare  # noqa: E402
 from robogen.rollout.worker import EpisodeWorker, policy_context  # noqa: E402
 
+LP = os.environ["LP_NUM_THREADS"]
 PIXEL_POLICY = "robogen/assets/policies/push_pixels_plain"
 """The shipped pixel policy (behaviour cloning, 84x84 RGB + proprioception)."""
 
@@ -96,10 +108,12 @@ def bare_loop(
     return time.perf_counter() - t0, steps
 
 
-def robogen_serial(manifest, nominal_only: bool = True, policy_time: list[float] | None = None
-                   ) -> tuple[float, int]:
+def robogen_serial(manifest, nominal_only: bool = True, policy_time: list[float] | None = None,
+                   cpu: list[tuple[float, float]] | None = None) -> tuple[float, int]:
     """Run the plan's (nominal) units serially: (seconds, steps); the seconds spent in
-    ``policy.act`` are appended to ``policy_time`` if given."""
+    ``policy.act`` are appended to ``policy_time`` if given, and the CPU seconds of the
+    worker's thread and of the render thread to ``cpu``."""
+    from robogen.envs import render
     worker = EpisodeWorker(manifest)
     units = [u for u in plan_units(manifest) if (u.condition.name == "nominal") or not nominal_only]
     in_policy = [0.0]
@@ -114,11 +128,15 @@ def robogen_serial(manifest, nominal_only: bool = True, policy_time: list[float]
                 in_policy[0] += time.perf_counter() - t
 
         worker.policy.act = timed_act
+    c0, r0, p0 = time.thread_time(), render.call(time.thread_time), time.process_time()
     t0 = time.perf_counter()
     steps = 0
     for u in units:
         steps += sum(r.length_steps for r in worker.run_unit(u))
     dt = time.perf_counter() - t0
+    if cpu is not None:
+        cpu.append((time.thread_time() - c0, render.call(time.thread_time) - r0,
+                    time.process_time() - p0))
     worker.close()
     if policy_time is not None:
         policy_time.append(in_policy[0])
@@ -147,7 +165,9 @@ def robogen_ray(manifest, workers: int) -> tuple[float, float, int]:
     return dt, init_s, steps
 
 
-def raw_render_fps(env_id: str, frames: int) -> float:
+def raw_render_fps(env_id: str, frames: int, cpu: list[float] | None = None) -> float:
+    """Frames/s of a bare ``mujoco.Renderer`` loop; its CPU seconds per frame are appended to
+    ``cpu`` if given."""
     import mujoco
 
     env = make(env_id, obs_mode="pixels")
@@ -163,13 +183,28 @@ def raw_render_fps(env_id: str, frames: int) -> float:
     for _ in range(10):
         r.update_scene(scene.data, camera=cam)
         r.render()
-    t0 = time.perf_counter()
+    c0, t0 = time.process_time(), time.perf_counter()
     for _ in range(frames):
         r.update_scene(scene.data, camera=cam)
         r.render()
     dt = time.perf_counter() - t0
+    if cpu is not None:
+        cpu.append((time.process_time() - c0) / frames)
     r.close()
     return frames / dt
+
+
+def cpu_detail(cpu: list[tuple[float, float, float]], steps: int, raw_cpu: list[float]) -> str:
+    """Least CPU per step of the worker's thread, the render thread and the whole process
+    (JAX runs a policy's XLA code on threads of its own) against raw's per frame [ms], and the
+    ratio two idle cores would allow if the busier thread, or the process spread over both
+    cores, set the pace (a bound: hand-offs and GIL waits are not counted)."""
+    worker, drawing, process = (min(c[i] for c in cpu) / steps * 1e3 for i in range(3))
+    raw = min(raw_cpu) * 1e3
+    bound = raw / max(worker, drawing, process / 2)
+    return (f"; CPU per step: worker thread {worker:.2f} ms, render thread {drawing:.2f} ms, "
+            f"process {process:.2f} ms; raw {raw:.2f} ms per frame (bound on 2 idle cores: "
+            f"{bound:.2f})")
 
 
 def main() -> None:
@@ -192,18 +227,19 @@ def main() -> None:
             # so that a slow spell of this shared machine does not land on one side only
             m = _manifest(env_id, "random", 16, obs_mode="pixels")
             robogen_serial(m)  # warm-up: renderers, first frames
-            fps, raws = [], []
+            fps, raws, cpu, raw_cpu = [], [], [], []
             for _ in range(2 if args.quick else 3):
-                px_s, px_steps = robogen_serial(m)
+                px_s, px_steps = robogen_serial(m, cpu=cpu)
                 fps.append(px_steps / px_s)
-                raws.append(raw_render_fps(env_id, 500))
+                raws.append(raw_render_fps(env_id, 500, raw_cpu))
             px_fps, raw = max(fps), max(raws)
             rows.append(
                 (
                     f"pixel eval vs raw Renderer [{env_id}]",
                     f"eval {px_fps:,.0f} frames/s, raw {raw:,.0f} frames/s (best of {len(fps)}) "
                     f"({m.render.width}x{m.render.height}, shadowsize {m.render.shadowsize}, "
-                    f"offsamples {m.render.offsamples})",
+                    f"offsamples {m.render.offsamples}, LP_NUM_THREADS={LP})"
+                    + cpu_detail(cpu, px_steps, raw_cpu),
                     px_fps / raw,
                     ">= 0.9",
                 )
@@ -212,13 +248,13 @@ def main() -> None:
         # the shipped pixel policy: inference in the eval side only
         m = _manifest("robogen/Push-v0", f"flax:{PIXEL_POLICY}", 16, obs_mode="state+pixels")
         robogen_serial(m)  # warm-up: renderers, first frames, the jitted network
-        fps, raws, shares = [], [], []
+        fps, raws, shares, cpu, raw_cpu = [], [], [], [], []
         for _ in range(2 if args.quick else 3):
             in_policy: list[float] = []
-            px_s, px_steps = robogen_serial(m, policy_time=in_policy)
+            px_s, px_steps = robogen_serial(m, policy_time=in_policy, cpu=cpu)
             fps.append(px_steps / px_s)
             shares.append(in_policy[0] / px_s)
-            raws.append(raw_render_fps("robogen/Push-v0", 500))
+            raws.append(raw_render_fps("robogen/Push-v0", 500, raw_cpu))
         best = max(range(len(fps)), key=fps.__getitem__)
         px_fps, raw = fps[best], max(raws)
         rows.append(
@@ -226,7 +262,8 @@ def main() -> None:
                 "pixel eval vs raw Renderer [Push, shipped pixel policy]",
                 f"eval {px_fps:,.0f} frames/s with policy inference, raw {raw:,.0f} frames/s "
                 f"(best of {len(fps)}); the policy takes {shares[best]:.0%} of the eval time "
-                f"({m.render.width}x{m.render.height}, shadowsize {m.render.shadowsize})",
+                f"({m.render.width}x{m.render.height}, shadowsize {m.render.shadowsize}, "
+                f"LP_NUM_THREADS={LP})" + cpu_detail(cpu, px_steps, raw_cpu),
                 px_fps / raw,
                 ">= 0.9",
             )

@@ -316,6 +316,7 @@ class GymMujocoAdapter(gym.Wrapper[Any, Any, Any, Any], gym.utils.RecordConstruc
         self.gym_id = gym_id
         self.obs_mode = obs_mode
         self._renderer: OffscreenRenderer | None = None
+        self._cam_cache: tuple[Any, str, int] = (None, "", -1)  # (model, camera name, id)
         self.defer_frames = False
         """Pixel observations are :class:`~robogen.envs.render.PendingFrame` objects, drawn
         on the render thread while the caller goes on (resolve them with
@@ -453,7 +454,12 @@ class GymMujocoAdapter(gym.Wrapper[Any, Any, Any, Any], gym.utils.RecordConstruc
         return self._frame(camera, int(width), int(height), defer=False)
 
     def _frame(self, camera: str | None, width: int, height: int, *, defer: bool) -> Any:
-        cam = self._camera_id(camera or self._roles.cameras[0])
+        name, model, cached = camera or self._roles.cameras[0], self.model, self._cam_cache
+        if cached[0] is model and cached[1] == name:
+            cam = cached[2]  # the observation camera at every step: no lookup by name
+        else:
+            cam = self._camera_id(name)
+            self._cam_cache = (model, name, cam)
         if self._renderer is None:
             self._renderer = OffscreenRenderer(self.model, grow=True)
         if defer:
@@ -494,6 +500,7 @@ class GymMujocoAdapter(gym.Wrapper[Any, Any, Any, Any], gym.utils.RecordConstruc
         state = self.__dict__.copy()
         state["_renderer"] = None
         state["_metric_rows"] = None
+        state["_cam_cache"] = (None, "", -1)
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:

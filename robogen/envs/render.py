@@ -220,6 +220,7 @@ class OffscreenRenderer:
         self._grow = grow
         self._option = mujoco.MjvOption()
         self._camera = mujoco.MjvCamera()
+        self._fixed = -1  # the fixed camera ``_camera`` is set to (-1: none yet, or free)
         self._con: Any = None
         self._scene: Any = None
         self._pending: Future[np.ndarray] | None = None
@@ -290,11 +291,11 @@ class OffscreenRenderer:
         if camera_id < 0:
             cam.type = mujoco.mjtCamera.mjCAMERA_FREE
             mujoco.mjv_defaultFreeCamera(self._model, cam)
-        else:
+            self._fixed = -1
+        elif camera_id != self._fixed:  # set once per camera, not at every frame
             cam.type = mujoco.mjtCamera.mjCAMERA_FIXED
-            cam.fixedcamid = int(camera_id)
-        mujoco.mjv_updateScene(self._model, data, self._option, None, cam,
-                               mujoco.mjtCatBit.mjCAT_ALL.value, self._scene)
+            cam.fixedcamid = self._fixed = int(camera_id)
+        mujoco.mjv_updateScene(self._model, data, self._option, None, cam, _CAT_ALL, self._scene)
         self._pending = submit(_draw, self._scene, self._con, width, height)
         return PendingFrame(self._pending)
 
@@ -332,19 +333,25 @@ class OffscreenRenderer:
         """
         pending = self._pending
         if pending is not None:
-            timeout = FRAME_TIMEOUT_S
-            if not wait([pending], timeout=timeout).done:
-                raise _timed_out(timeout)
+            # the frame in flight is usually drawn by now: skip ``wait``'s waiter set-up
+            if not pending.done():
+                timeout = FRAME_TIMEOUT_S
+                if not wait([pending], timeout=timeout).done:
+                    raise _timed_out(timeout)
             self._pending = None
+
+
+_CAT_ALL = mujoco.mjtCatBit.mjCAT_ALL.value
+_OFFSCREEN = mujoco.mjtFramebuffer.mjFB_OFFSCREEN.value
 
 
 def _draw(scene: Any, con: Any, width: int, height: int) -> np.ndarray:
     rect = mujoco.MjrRect(0, 0, width, height)
-    mujoco.mjr_setBuffer(mujoco.mjtFramebuffer.mjFB_OFFSCREEN.value, con)
+    mujoco.mjr_setBuffer(_OFFSCREEN, con)  # the envs' contexts take turns on one GL context
     mujoco.mjr_render(rect, scene, con)
     out = np.empty((height, width, 3), dtype=np.uint8)
     mujoco.mjr_readPixels(out, None, rect, con)
-    return np.ascontiguousarray(out[::-1])
+    return out[::-1].copy()  # row 0 at the top; a C-contiguous copy
 
 
 __all__ = [

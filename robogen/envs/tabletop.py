@@ -186,6 +186,8 @@ class TabletopEnv(gym.Env[Any, np.ndarray]):
         self._data = mujoco.MjData(self._model)
         self._ids_cache: sc.SceneIds | None = None
         self._renderer: OffscreenRenderer | None = None
+        self._cam_cache: tuple[Any, str, int] = (None, "", -1)  # (model, camera name, id)
+        self._ctrl_cache: tuple[Any, ...] = ()  # see _control
         self.defer_frames = False
         """Pixel observations are :class:`~robogen.envs.render.PendingFrame` objects, drawn
         on the render thread while the caller goes on (resolve them with
@@ -293,7 +295,12 @@ class TabletopEnv(gym.Env[Any, np.ndarray]):
         return renderer.render(self._data, cam_id, int(width), int(height))
 
     def _renderer_for(self, camera: str) -> tuple[OffscreenRenderer, int]:
-        cam_id = mujoco.mj_name2id(self._model, mujoco.mjtObj.mjOBJ_CAMERA, camera)
+        cached = self._cam_cache
+        if cached[0] is self._model and cached[1] == camera:
+            cam_id = cached[2]  # the observation camera at every step: no lookup by name
+        else:
+            cam_id = mujoco.mj_name2id(self._model, mujoco.mjtObj.mjOBJ_CAMERA, camera)
+            self._cam_cache = (self._model, camera, cam_id)
         if cam_id < 0:
             names = [self._model.camera(i).name for i in range(self._model.ncam)]
             raise UnknownNameError("camera", camera, names)
@@ -341,13 +348,13 @@ class TabletopEnv(gym.Env[Any, np.ndarray]):
         a = np.clip(np.asarray(action, dtype=np.float64).reshape(-1), -1.0, 1.0)
         if a.shape != (6,):
             raise InvalidSpecError(f"action must have shape (6,), got {np.shape(action)}")
-        model, data, ids = self._model, self._data, self._ids()
-        ctrl_range = model.actuator_ctrlrange
-        arm = data.ctrl[ids.arm_act] + ACTION_SCALE * a[:5]
-        lo, hi = ctrl_range[ids.arm_act, 0], ctrl_range[ids.arm_act, 1]
-        data.ctrl[ids.arm_act] = np.clip(arm, lo, hi)
-        lo, hi = ctrl_range[ids.finger_act, 0], ctrl_range[ids.finger_act, 1]
-        data.ctrl[ids.finger_act] = lo + (a[5] + 1.0) / 2.0 * (hi - lo)
+        model, data = self._model, self._data
+        ctrl, arm_act, finger_act, ctrl_range = self._control()
+        arm = ctrl[arm_act] + ACTION_SCALE * a[:5]
+        # np.clip(arm, lo, hi) is maximum then minimum; spelt out it costs less per step
+        ctrl[arm_act] = np.minimum(np.maximum(arm, ctrl_range[arm_act, 0]), ctrl_range[arm_act, 1])
+        lo, hi = ctrl_range[finger_act, 0], ctrl_range[finger_act, 1]
+        ctrl[finger_act] = lo + (a[5] + 1.0) / 2.0 * (hi - lo)
         mujoco.mj_step(model, data, nstep=sc.FRAME_SKIP)
         reward, success, extra = self._evaluate()
         if success and not self._succeeded:
@@ -377,6 +384,18 @@ class TabletopEnv(gym.Env[Any, np.ndarray]):
             self._ids_cache = sc.SceneIds(self._model)
         return self._ids_cache
 
+    def _control(self) -> tuple[np.ndarray, Any, Any, np.ndarray]:
+        """``(data.ctrl, arm actuators, finger actuators, model.actuator_ctrlrange)``: views
+        into the current model and data (edits in place show through), the actuator indices
+        as slices where they are contiguous (as in the built scene), kept per data object."""
+        cached = self._ctrl_cache
+        if not cached or cached[0] is not self._data or cached[1] is not self._model:
+            ids = self._ids()
+            cached = self._ctrl_cache = (self._data, self._model, self._data.ctrl,
+                                         _as_slice(ids.arm_act), _as_slice(ids.finger_act),
+                                         self._model.actuator_ctrlrange)
+        return cached[2], cached[3], cached[4], cached[5]
+
     def _reset_arm(self) -> None:
         model, data, ids = self._model, self._data, self._ids()
         for name, q in sc.HOME_QPOS.items():
@@ -405,6 +424,13 @@ class TabletopEnv(gym.Env[Any, np.ndarray]):
 
     def _evaluate(self) -> tuple[float, bool, dict[str, Any]]:
         raise NotImplementedError
+
+
+def _as_slice(index: np.ndarray) -> slice | np.ndarray:
+    """``index`` (1-D int) as the equivalent slice if it is a run of consecutive ids."""
+    if len(index) and np.array_equal(index, np.arange(index[0], index[0] + len(index))):
+        return slice(int(index[0]), int(index[0]) + len(index))
+    return index
 
 
 class ReachEnv(TabletopEnv):

@@ -12,6 +12,7 @@ from robogen.envs import render as rd
 from robogen.rollout.plan import episode_seed, perturbation_seed
 from robogen.rollout.runner import plan_units, prepare
 from robogen.rollout.worker import EpisodeWorker, make_env, policy_context
+from robogen.types import RenderSettings
 from tests.fixtures import pixel_policies
 
 POLICY = "python:tests/fixtures/pixel_policies.py:image_driven"
@@ -127,3 +128,57 @@ def test_policy_without_slots_sees_resolved_frames_of_finished_episodes(tmp_path
     worker.close()
     assert len(results) == 16 and all(r.success for r in results), [r.error for r in results]
     assert len({r.length_steps for r in results}) > 1  # episodes did end at different steps
+
+
+@pytest.mark.parametrize("env_id", ["robogen/PickPlace-v0", "gymnasium/Reacher-v5"])
+def test_camera_ids_follow_the_camera_name_and_model_swaps(env_id: str) -> None:
+    """The observation camera's id is looked up once per model, not per frame: another camera
+    in between, and a recompiled model whose camera ids moved, still draw the named camera."""
+    # PickPlace observed through its last camera, so that deleting the first one moves its id
+    render = RenderSettings(camera="side") if env_id.startswith("robogen/") else None
+
+    def scene_of():
+        env = make(env_id, obs_mode="pixels", render=render)
+        env.reset(seed=3)
+        return env, find_scene(env)
+
+    env, scene = scene_of()
+    names = [scene.model.camera(i).name for i in range(scene.model.ncam)]
+    obs_cam = scene.roles.cameras[0]
+    others = [n for n in names if n != obs_cam]
+    first = scene.render_frame(width=84, height=84)
+    spec = scene.nominal_spec()
+    if others:  # a model without the first other camera: the observation camera's id drops
+        side = scene.render_frame(others[0], width=84, height=84)
+        assert not np.array_equal(first, side)
+        assert np.array_equal(scene.render_frame(width=84, height=84), first)
+        spec.delete(spec.camera(others[0]))
+    else:  # Reacher has one camera: a recompiled model with one more
+        spec.worldbody.add_camera(name="extra", pos=[0, 0, 1])
+    model = spec.compile()
+    scene.install_model(model)
+    env.reset(seed=3)
+    fresh, fresh_scene = scene_of()
+    fresh_scene.install_model(model)
+    fresh.reset(seed=3)
+    assert np.array_equal(scene.render_frame(width=84, height=84),
+                          fresh_scene.render_frame(width=84, height=84))
+    if render is not None:  # the id did move
+        assert mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_CAMERA, obs_cam) < names.index(obs_cam)
+    env.close()
+    fresh.close()
+
+
+def test_actions_are_clipped_to_a_control_range_edited_in_place() -> None:
+    """TabletopEnv.step reads the control range through views kept per data object: an
+    in-place edit of ``actuator_ctrlrange`` (same model object) applies at the next step."""
+    env, scene = _scene("robogen/Reach-v0")
+    env.step(np.zeros(6, np.float32))  # the views are built
+    lo = scene.data.ctrl[:5].copy() - 1e-3
+    scene.model.actuator_ctrlrange[:5, 0] = lo
+    scene.model.actuator_ctrlrange[:5, 1] = lo + 2e-3
+    scene.model.actuator_ctrlrange[5:, :] = (0.01, 0.02)
+    env.step(np.full(6, -1.0, np.float32))
+    assert np.array_equal(scene.data.ctrl[:5], lo)  # clipped at the edited lower bound
+    assert np.allclose(scene.data.ctrl[5:], 0.01)  # the finger at its edited closed end
+    env.close()
