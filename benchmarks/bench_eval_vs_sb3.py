@@ -23,12 +23,12 @@ in-process, prints where the time went: imports, set-up (config, env, policy loa
 probe), the worker's start, rollouts with the Parquet parts, and the report; for SB3:
 imports, envs, ``PPO.load``, ``evaluate_policy``.
 
-Last measured (N=200, 4 pairs, SB3 on torch's default threads, quiet machine, load ~2):
-wall 1.07x (pairs 1.10, 1.04, 0.97, 1.17), CPU 0.73x. Staged: robogen imports 1.0 s (CLI,
-configs, store, reports) + 2.2 s (torch, SB3, gymnasium, MuJoCo), set-up 0.3 s, rollouts and
-Parquet 5.3 s, report 1.4 s; SB3 imports 2.4 s, envs 0.2 s, ``PPO.load`` 1.9 s,
-``evaluate_policy`` 4.5 s wall (8.8 s CPU: two threads). Under load SB3's default threads
-contend (48-54 s a run at load ~3), so only quiet-machine ratios mean anything.
+Last measured (N=200, 4 pairs, SB3 on torch's default threads, quiet machine, load ~1):
+wall 0.99x (pairs 0.98, 0.95, 1.01, 1.10), CPU 0.78x. Staged: robogen imports 0.81 s (CLI,
+configs, store, reports) + 1.95 s (torch, SB3, gymnasium, MuJoCo), set-up 0.22 s, rollouts and
+Parquet 4.61 s, report 0.74 s; SB3 imports 1.96 s, envs 0.24 s, ``PPO.load`` 1.80 s,
+``evaluate_policy`` 4.24 s wall (8.3 s CPU: two threads). Under load SB3's default threads
+contend (48-80 s a run at load ~3), so only quiet-machine ratios mean anything.
 What made ``robogen eval`` cheaper (see README "Benchmarks"):
 
 * SB3 policy: deterministic PPO/A2C actions are the Gaussian's mean computed directly
@@ -44,6 +44,9 @@ What made ``robogen eval`` cheaper (see README "Benchmarks"):
   instead of allocating one (about 1 ms each).
 * Serial backend: the next unit is queued before the last one's results are stored, so
   the worker never waits for the driver thread.
+* Report: the figures are drawn by a helper process (``robogen.reports.plot_worker``)
+  started with the evaluation, so matplotlib is imported on the other core while the
+  episodes run (report stage 1.4 -> 0.74 s).
 
 Usage::
 
