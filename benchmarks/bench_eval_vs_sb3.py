@@ -24,7 +24,8 @@ probe), the worker's start, rollouts with the Parquet parts, and the report; for
 imports, envs, ``PPO.load``, ``evaluate_policy``.
 
 Last measured (N=200, 4 pairs, SB3 on torch's default threads, quiet machine, load ~1):
-wall 0.99x (pairs 0.98, 0.95, 1.01, 1.10), CPU 0.78x. Staged: robogen imports 0.81 s (CLI,
+wall 0.99x (pairs 0.98, 0.95, 1.01, 1.10), CPU 0.78x; a second set of 4 pairs 1.02x (1.05, 0.85,
+1.17, 0.99), CPU 0.75x: median of all 8 pairs 1.00. Staged: robogen imports 0.81 s (CLI,
 configs, store, reports) + 1.95 s (torch, SB3, gymnasium, MuJoCo), set-up 0.22 s, rollouts and
 Parquet 4.61 s, report 0.74 s; SB3 imports 1.96 s, envs 0.24 s, ``PPO.load`` 1.80 s,
 ``evaluate_policy`` 4.24 s wall (8.3 s CPU: two threads). Under load SB3's default threads
