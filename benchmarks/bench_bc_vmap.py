@@ -8,7 +8,9 @@ its own seed, for the same number of steps and batch size.
 Three trainers, all on the CPU, same data, seeds and minibatches:
 
 * ``vmapped``: :func:`robogen.scaling.bc.train_bc_ensemble`, one compiled
-  ``lax.scan`` over the steps, ``vmap``-ed over the K models.
+  ``lax.scan`` over the steps, ``vmap``-ed over the models of a group, one group
+  per CPU core run concurrently from threads (K=8 on 2 cores: two groups of 4);
+  ``--threads 1`` runs all K in one vmapped program, as before.
 * ``sequential``: :func:`robogen.scaling.bc.train_bc_sequential`, the same
   compiled per-model scan run K times.
 * ``per-step loop``: ``train_bc_sequential`` with ``chunk_steps=1``: one
@@ -139,6 +141,8 @@ def main() -> None:
     ap.add_argument("--batch-size", type=int, action="append", default=None,
                     help="batch size per --hidden (default 256 and 64)")
     ap.add_argument("--no-per-step", action="store_true", help="skip the per-step loop")
+    ap.add_argument("--threads", type=int, default=None,
+                    help="concurrent model groups of the vmapped trainer (default: CPU cores)")
     args = ap.parse_args()
     hiddens = args.hidden or ["256,256", "64,64"]
     batches = args.batch_size or [256, 64][: len(hiddens)] or [256]
@@ -160,7 +164,8 @@ def main() -> None:
         ceilings: list[tuple[float, float]] = []
         v_first, v_best, v_cpu, v_models = _time(
             train_bc_ensemble, args.repeats,
-            between=lambda c=ceilings, shape=layer_shape: c.append(_matmul_rates(shape)), **kw)
+            between=lambda c=ceilings, shape=layer_shape: c.append(_matmul_rates(shape)),
+            threads=args.threads, **kw)
         s_first, s_best, s_cpu, s_models = _time(train_bc_sequential, args.repeats, **kw)
         rows = [("vmapped", v_first, v_best, v_cpu), ("sequential", s_first, s_best, s_cpu)]
         if not args.no_per_step:

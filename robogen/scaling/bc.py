@@ -33,12 +33,15 @@ Training many models at once:
     per step on 2 cores). :func:`train_bc_sequential` runs the very
     same per-model program one model after another (same seeds, same batches);
     its results equal the ensemble's up to floating-point reassociation.
-    Speed (``benchmarks/bench_bc_vmap.py``, 2 CPU cores, K=8): ``vmap`` saves
-    per-operation overhead, not arithmetic, so it pays for small networks
-    (1.5x over the sequential scan and ~9x over a per-step Python loop for a
-    64-64 MLP at batch 64) and not for compute-bound ones (~0.9x for 256-256
-    at batch 256, where XLA:CPU's batched matmuls are no faster than K
-    separate ones); on a GPU the batched program is the one that fills it.
+    On XLA:CPU the models are split into one group per CPU core
+    (:func:`model_groups`), each group one vmapped program, the groups run
+    concurrently from threads: one vmapped program of small operations keeps
+    about one core busy, and XLA:CPU runs calls from different threads at once.
+    MLP results are the same bit for bit whatever the grouping.
+    Speed (``benchmarks/bench_bc_vmap.py``, 2 CPU cores, K=8): see the
+    benchmark's rows in the README; vmapped groups save per-operation overhead
+    and fill both cores, so they pay most for small networks; on a GPU the one
+    batched program is the one that fills it (one group there).
 
 The network, :class:`BCConfig` and :class:`BCModel` (inference) live in
 :mod:`robogen.policies.bc_net` and are re-exported here; this module trains them.
@@ -56,7 +59,9 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import os
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -84,8 +89,8 @@ from robogen.policies.bc_net import (
 __all__ = [
     "ARCHS", "BAD_ACTIONS", "BAD_ARCH", "BAD_OBS", "BAD_SEEDS", "BAD_SUBSETS", "NORM_CLIP",
     "STD_FLOOR", "BCConfig", "BCModel", "TrainState", "bc_loss", "check_image_size",
-    "color_jitter", "init_bc", "min_image_size", "random_shift", "train_bc_ensemble",
-    "train_bc_sequential",
+    "color_jitter", "init_bc", "min_image_size", "model_groups", "random_shift",
+    "train_bc_ensemble", "train_bc_sequential",
 ]
 
 BAD_OBS = (
@@ -121,6 +126,7 @@ def train_bc_ensemble(
     action_low: ArrayLike | None = None,
     action_high: ArrayLike | None = None,
     progress: Callable[[int, int], None] | None = None,
+    threads: int | None = None,
     **overrides: Any,
 ) -> list[BCModel]:
     """Train ``K`` BC models at once with ``jax.vmap`` (one model per subset and seed).
@@ -136,6 +142,10 @@ def train_bc_ensemble(
             and clipped.
         action_high: ``(A,)`` upper action bounds (default +1).
         progress: Called as ``progress(steps_done, steps)`` after each compiled chunk.
+        threads: Model groups trained concurrently, one thread each (:func:`model_groups`;
+            default: the CPU cores this process may use on XLA:CPU, 1 on a GPU). MLP results
+            do not depend on it; CNN results agree to float32 rounding (XLA batches the
+            convolutions of a group together, and the reduction order follows the group size).
         **overrides: :class:`BCConfig` fields overriding ``config`` (``steps=500, lr=3e-4``).
 
     Returns:
@@ -145,14 +155,55 @@ def train_bc_ensemble(
         InvalidSpecError: On malformed observations, actions, subsets, seeds or config.
     """
     prep = _prepare(obs, actions, subsets, seeds, config, action_low, action_high, overrides)
+    if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int)
+                                or threads < 1):
+        raise InvalidSpecError(f"threads must be a positive integer or None, got {threads!r}")
     fns = _train_fns(prep.config, prep.untrained.act_dim)
-    states, curves = _run_chunks(  # curves: (K, steps)
-        lambda s, n: fns.run_many(s, prep.idx, prep.count, prep.stats, prep.data, prep.targets, n),
-        fns.init_many(prep.keys, prep.dummy), prep.config,
+    groups = model_groups(len(prep.seeds), _default_threads() if threads is None else threads)
+
+    def group_run(rows: NDArray[np.int64]) -> Callable[[Any, int], tuple[Any, jax.Array]]:
+        idx, count = prep.idx[rows], prep.count[rows]
+        stats = jax.tree_util.tree_map(lambda s: s[rows], prep.stats)
+        return lambda s, n: fns.run_many(s, idx, count, stats, prep.data, prep.targets, n)
+
+    states, curves = _run_chunks(  # one (state, (m, steps) curves) per group
+        [group_run(rows) for rows in groups],
+        [fns.init_many(prep.keys[rows], prep.dummy) for rows in groups], prep.config,
         None if progress is None else lambda done: progress(done, prep.config.steps))
-    params = jax.tree_util.tree_map(np.asarray, states.params)
-    return [prep.model(k, jax.tree_util.tree_map(lambda p, k=k: p[k], params), curves[k])
-            for k in range(len(prep.seeds))]
+    models: dict[int, BCModel] = {}
+    for rows, state, curve in zip(groups, states, curves, strict=True):
+        params = jax.tree_util.tree_map(np.asarray, state.params)
+        for j, k in enumerate(rows.tolist()):
+            models.setdefault(k, prep.model(
+                k, jax.tree_util.tree_map(lambda p, j=j: p[j], params), curve[j]))
+    return [models[k] for k in range(len(prep.seeds))]
+
+
+def model_groups(k: int, threads: int) -> list[NDArray[np.int64]]:
+    """Split ``k`` models into ``min(k, threads)`` groups of equal size ``ceil(k / groups)``.
+
+    The groups train concurrently, one thread each (:func:`train_bc_ensemble`); equal
+    sizes mean one compiled program. The last group is padded by repeating its last
+    model (trained twice, identically, and kept once).
+
+    Returns:
+        One ``(m,) int64`` array of model indices per group, in order.
+    """
+    n_groups = max(1, min(k, threads))
+    size = -(-k // n_groups)
+    return [np.minimum(np.arange(g * size, (g + 1) * size), k - 1)
+            for g in range(n_groups) if g * size < k]
+
+
+def _default_threads() -> int:
+    """Concurrent model groups by default: the CPU cores this process may use on XLA:CPU,
+    one elsewhere (a GPU runs the one batched program best)."""
+    if jax.default_backend() != "cpu":
+        return 1
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - not Linux
+        return os.cpu_count() or 1
 
 
 def train_bc_sequential(
@@ -180,10 +231,10 @@ def train_bc_sequential(
     for k in range(len(prep.seeds)):
         stats = jax.tree_util.tree_map(lambda s, k=k: s[k], prep.stats)
         offset = k * prep.config.steps
-        state, curve = _run_chunks(
-            lambda s, n, k=k, stats=stats: fns.run_one(s, prep.idx[k], prep.count[k], stats,
-                                                       prep.data, prep.targets, n),
-            fns.init_one(prep.keys[k], prep.dummy), prep.config,
+        (state,), (curve,) = _run_chunks(
+            [lambda s, n, k=k, stats=stats: fns.run_one(s, prep.idx[k], prep.count[k], stats,
+                                                        prep.data, prep.targets, n)],
+            [fns.init_one(prep.keys[k], prep.dummy)], prep.config,
             None if progress is None else lambda done, o=offset: progress(o + done, total))
         params = jax.tree_util.tree_map(np.asarray, state.params)
         models.append(prep.model(k, params, curve))
@@ -393,21 +444,37 @@ def _subset_indices(subsets: Any, n: int) -> list[NDArray[np.int64]]:
     return [r.astype(np.int64) for r in rows]
 
 
-def _run_chunks(run: Callable[[Any, int], tuple[Any, jax.Array]], state: Any, config: BCConfig,
-                on_chunk: Callable[[int], None] | None) -> tuple[Any, NDArray[np.float32]]:
-    """Take ``config.steps`` gradient steps as compiled chunks ``run(state, n_steps)``.
+def _run_chunks(runs: Sequence[Callable[[Any, int], tuple[Any, jax.Array]]], states: Sequence[Any],
+                config: BCConfig, on_chunk: Callable[[int], None] | None
+                ) -> tuple[list[Any], list[NDArray[np.float32]]]:
+    """Take ``config.steps`` gradient steps as compiled chunks ``runs[g](states[g], n_steps)``.
+
+    Each chunk runs every group at once, one thread per group when there are several:
+    XLA:CPU executes calls from different threads concurrently, while one vmapped program
+    of small operations keeps about one core busy (measured in
+    ``benchmarks/bench_bc_vmap.py``).
 
     Returns:
-        The final state and the per-step losses, chunks joined on the last (step) axis;
-        ``on_chunk(steps_done)`` is called after each chunk.
+        Per group, the final state and the per-step losses, chunks joined on the last
+        (step) axis; ``on_chunk(steps_done)`` is called after each chunk, from this thread.
     """
-    losses = []
-    for n_steps, done in _chunks(config):
-        state, loss = run(state, n_steps)
-        losses.append(np.asarray(loss))
-        if on_chunk is not None:
-            on_chunk(done)
-    return state, np.concatenate(losses, axis=-1)
+    states = list(states)
+    losses: list[list[NDArray[np.float32]]] = [[] for _ in runs]
+
+    def one(g: int, n_steps: int) -> None:
+        states[g], loss = runs[g](states[g], n_steps)
+        losses[g].append(np.asarray(loss))  # waits for the result, in this group's thread
+
+    with ThreadPoolExecutor(len(runs), thread_name_prefix="bc-group") as pool:
+        for n_steps, done in _chunks(config):
+            if len(runs) == 1:
+                one(0, n_steps)
+            else:
+                for f in [pool.submit(one, g, n_steps) for g in range(len(runs))]:
+                    f.result()
+            if on_chunk is not None:
+                on_chunk(done)
+    return states, [np.concatenate(g, axis=-1) for g in losses]
 
 
 def _chunks(config: BCConfig) -> list[tuple[int, int]]:

@@ -12,6 +12,7 @@ from robogen.scaling.bc import (
     BCConfig,
     bc_loss,
     init_bc,
+    model_groups,
     random_shift,
     train_bc_ensemble,
     train_bc_sequential,
@@ -68,6 +69,32 @@ def test_vmapped_equals_sequential(data, ensemble, sequential):
         np.testing.assert_allclose(e.train_info["loss_curve"], s.train_info["loss_curve"],
                                    rtol=1e-3)
         np.testing.assert_array_equal(e.obs_mean, s.obs_mean)
+
+
+def test_model_groups_split_evenly_and_pad_the_last():
+    assert [g.tolist() for g in model_groups(8, 2)] == [[0, 1, 2, 3], [4, 5, 6, 7]]
+    assert [g.tolist() for g in model_groups(5, 2)] == [[0, 1, 2], [3, 4, 4]]
+    assert [g.tolist() for g in model_groups(3, 1)] == [[0, 1, 2]]
+    assert [g.tolist() for g in model_groups(2, 16)] == [[0], [1]]
+    assert [g.tolist() for g in model_groups(5, 4)] == [[0, 1], [2, 3], [4, 4]]
+
+
+@pytest.mark.parametrize("threads", [1, 2, 3])
+def test_thread_groups_give_the_same_models(data, ensemble, threads):
+    """Concurrent groups (2 and 3 threads for 3 models: padded, one model per group) train
+    the very same MLPs, bit for bit, as one vmapped group."""
+    obs, actions, masks = data
+    again = train_bc_ensemble(obs, actions, masks, seeds=SEEDS, threads=threads, **KW)
+    for a, e in zip(again, ensemble, strict=True):
+        np.testing.assert_array_equal(a.predict(obs[:100]), e.predict(obs[:100]))
+        assert a.train_info == e.train_info
+
+
+def test_bad_thread_count_is_refused(data):
+    obs, actions, masks = data
+    for bad in (0, -1, 1.5, True):
+        with pytest.raises(InvalidSpecError, match="threads must be a positive integer"):
+            train_bc_ensemble(obs, actions, masks, seeds=SEEDS, threads=bad, **KW)
 
 
 def test_models_differ_by_subset_and_seed(data, ensemble):
