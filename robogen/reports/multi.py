@@ -17,7 +17,7 @@ from pathlib import Path
 
 from robogen.configs import EvalConfig
 from robogen.errors import InvalidSpecError, RunDirError
-from robogen.reports.evaluation import EvalOutcome, evaluate
+from robogen.reports.evaluation import EvalOutcome
 from robogen.rollout.runner import ProgressFn, prepare
 
 
@@ -110,17 +110,20 @@ def evaluate_policies(
 def _evaluate_all(
     cfgs: Sequence[EvalConfig], progress_for: Callable[[str], ProgressFn | None] | None
 ) -> tuple[EvalOutcome, ...]:
-    """Run every policy's episodes, then film all failure videos at once.
+    """Run every policy's episodes, then film all failure videos at once, then report.
 
     On an embedded Ray cluster the policies share one cluster (started once), and the
     runs' videos (a replay of each filmed episode and its nominal twin, one process per
     run) are filmed in parallel Ray tasks, one CPU each, instead of one run after the
-    other in this process; each run's report is written after its episodes and again
-    with its videos. The episodes, videos and reports are the same as one
+    other in this process. Each run's report is written once, with its videos (also when
+    filming fails, without them), its figures drawn by one helper process started with
+    the first episodes. The episodes, videos and reports are the same as one
     :func:`~robogen.reports.evaluation.evaluate` per policy.
     """
     from robogen.reports.evaluation import finish_report
     from robogen.reports.failure_videos import film_run
+    from robogen.reports.plot_worker import PlotWorker
+    from robogen.reports.sequential import sequential_planner
     from robogen.rollout.backends import (
         map_calls,
         ray_cluster_is_up,
@@ -128,7 +131,7 @@ def _evaluate_all(
         stop_ray_cluster,
     )
     from robogen.rollout.ray_backend import cluster_address
-    from robogen.rollout.store import ResultStore
+    from robogen.rollout.runner import run_evaluation
 
     first = cfgs[0]
     shared = (first.backend == "ray" and cluster_address(first.address) is None
@@ -136,18 +139,23 @@ def _evaluate_all(
     if shared:
         start_ray_cluster(None, num_cpus=max(first.workers or 0, os.cpu_count() or 1))
     try:
-        outcomes = [
-            evaluate(c.model_copy(update={"videos": 0}),
-                     progress=progress_for(c.policy) if progress_for else None)
-            for c in cfgs
-        ]
-        filmed = [i for i, c in enumerate(cfgs) if c.videos > 0]
-        videos = map_calls(film_run, [(str(outcomes[i].run_dir), cfgs[i].videos)
-                                      for i in filmed], on_ray=shared)
-        for i, films in zip(filmed, videos, strict=True):
-            outcomes[i] = finish_report(ResultStore.open(outcomes[i].run_dir),
-                                        keep_videos=films)
+        with PlotWorker() as plotter:  # imports matplotlib on another core while episodes run
+            stores = [
+                run_evaluation(c.model_copy(update={"videos": 0}),
+                               progress=progress_for(c.policy) if progress_for else None,
+                               make_planner=sequential_planner)
+                for c in cfgs
+            ]
+            films: dict[int, dict[str, str]] = {}
+            try:
+                filmed = [i for i, c in enumerate(cfgs) if c.videos > 0]
+                videos = map_calls(film_run, [(str(stores[i].run_dir), cfgs[i].videos)
+                                              for i in filmed], on_ray=shared)
+                films = dict(zip(filmed, videos, strict=True))
+            finally:
+                outcomes = tuple(finish_report(store, keep_videos=films.get(i), plotter=plotter)
+                                 for i, store in enumerate(stores))
     finally:
         if shared:
             stop_ray_cluster()
-    return tuple(outcomes)
+    return outcomes

@@ -182,3 +182,58 @@ def test_actions_are_clipped_to_a_control_range_edited_in_place() -> None:
     assert np.array_equal(scene.data.ctrl[:5], lo)  # clipped at the edited lower bound
     assert np.allclose(scene.data.ctrl[5:], 0.01)  # the finger at its edited closed end
     env.close()
+
+
+def _frames(scenes) -> list[np.ndarray]:
+    return [s.render_frame(width=84, height=84) for s in scenes]
+
+
+@pytest.mark.parametrize("env_id", ["robogen/PickPlace-v0", "gymnasium/Reacher-v5"])
+def test_envs_of_one_scene_share_a_context_and_draw_the_same_frames(env_id, monkeypatch):
+    envs = [make(env_id, obs_mode="pixels") for _ in range(3)]
+    for i, e in enumerate(envs):
+        e.reset(seed=i)
+    scenes = [find_scene(e) for e in envs]
+    shared = _frames(scenes)
+    ctxs = {id(s._renderer._ctx) for s in scenes}
+    assert len(ctxs) == 1 and scenes[0]._renderer._ctx.users == 3
+    assert not np.array_equal(shared[0], shared[1])  # different states, one context
+    # the same envs, each renderer in a context of its own: the very same pixels
+    counter = iter(range(10**6))
+    monkeypatch.setattr(rd, "context_key", lambda model: str(next(counter)).encode())
+    for s in scenes:
+        s._renderer.set_model(s.model)
+    assert len({id(s._renderer._ctx) for s in scenes}) == 3
+    for a, b in zip(shared, _frames(scenes), strict=True):
+        assert np.array_equal(a, b)
+    for e in envs:
+        e.close()
+
+
+def test_a_texture_edit_stays_in_its_own_env_and_returning_to_nominal_shares_again():
+    envs = [make("robogen/PickPlace-v0", obs_mode="pixels") for _ in range(2)]
+    for e in envs:
+        e.reset(seed=0)
+    a, b = (find_scene(e) for e in envs)
+    before_a, before_b = _frames([a, b])
+    assert np.array_equal(before_a, before_b) and a._renderer._ctx is b._renderer._ctx
+    nominal = a.model.tex_data.copy()
+    a.model.tex_data[:] = 255 - nominal  # every texture inverted, in place
+    a.textures_changed(tuple(range(a.model.ntex)))
+    after_a, after_b = _frames([a, b])
+    assert not np.array_equal(after_a, before_a)  # the edit shows in a's frame
+    assert np.array_equal(after_b, before_b)  # and not in b's
+    assert a._renderer._ctx is not b._renderer._ctx and b._renderer._ctx.users == 1
+    own = a._renderer._ctx
+    a.model.tex_data[:] = nominal // 2  # a second edit: a's own context is updated in place
+    a.textures_changed(tuple(range(a.model.ntex)))
+    assert a._renderer._ctx is own and own.key == rd.context_key(a.model)
+    assert not np.array_equal(_frames([a])[0], after_a)
+    a.model.tex_data[:] = nominal
+    a.textures_changed(tuple(range(a.model.ntex)))
+    assert a._renderer._ctx is b._renderer._ctx and b._renderer._ctx.users == 2
+    assert np.array_equal(_frames([a])[0], before_a)
+    key = rd.context_key(a.model)
+    for e in envs:
+        e.close()
+    assert key not in rd._shared  # the last renderer out freed the shared context
