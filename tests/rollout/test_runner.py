@@ -161,3 +161,28 @@ def test_a_sequential_run_without_a_stop_rule_is_refused_before_anything_is_writ
     with pytest.raises(TypeError) as e:
         resume_run(out, ResumeOptions(backend="serial"))
     assert str(e.value) == NO_PLANNER.format(name=str(out))
+
+
+_TORCH_PROBE = """
+import sys
+from robogen.configs import load_eval_config
+from robogen.rollout.runner import prepare
+from robogen.rollout.worker import EpisodeWorker
+cfg = load_eval_config(None, env={env!r}, policy={policy!r}, episodes=2, axes=["physics"],
+                       combined=False, backend="serial", videos=0, out={out!r}, {extra})
+worker = EpisodeWorker(prepare(cfg))
+torch = sys.modules.get("torch")
+print("threads", None if torch is None else torch.get_num_threads())
+"""
+
+
+@pytest.mark.parametrize(("env", "policy", "extra", "threads"), [
+    ("robogen/Reach-v0", "expert:reach", "", "None"),  # torch is never imported
+    ("gymnasium/Reacher-v5", "sb3:robogen/assets/checkpoints/ppo_reacher.zip",
+     "vecnormalize='robogen/assets/checkpoints/ppo_reacher_vecnormalize.pkl'", "1"),
+])
+def test_a_worker_imports_torch_only_for_a_torch_policy(tmp_path, env, policy, extra, threads):
+    code = _TORCH_PROBE.format(env=env, policy=policy, out=str(tmp_path / "r"), extra=extra)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=300, cwd=Path(__file__).resolve().parents[2], check=True)
+    assert out.stdout.split()[-2:] == ["threads", threads]
