@@ -8,6 +8,7 @@ episodes: every policy meets the same episodes and perturbation values), then
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import time
@@ -116,8 +117,9 @@ def _evaluate_all(
     runs' videos (a replay of each filmed episode and its nominal twin, one process per
     run) are filmed in parallel Ray tasks, one CPU each, instead of one run after the
     other in this process. Each run's report is written once, with its videos (also when
-    filming fails, without them), its figures drawn by one helper process started with
-    the first episodes. The episodes, videos and reports are the same as one
+    filming fails, without them), its figures drawn by a helper process of its own
+    (:class:`~robogen.reports.plot_worker.PlotWorker`) started with the first episodes.
+    The episodes, videos and reports are the same as one
     :func:`~robogen.reports.evaluation.evaluate` per policy.
     """
     from robogen.reports.evaluation import finish_report
@@ -132,6 +134,7 @@ def _evaluate_all(
     )
     from robogen.rollout.ray_backend import cluster_address
     from robogen.rollout.runner import run_evaluation
+    from robogen.rollout.store import ResultStore
 
     first = cfgs[0]
     shared = (first.backend == "ray" and cluster_address(first.address) is None
@@ -139,21 +142,25 @@ def _evaluate_all(
     if shared:
         start_ray_cluster(None, num_cpus=max(first.workers or 0, os.cpu_count() or 1))
     try:
-        with PlotWorker() as plotter:  # imports matplotlib on another core while episodes run
-            stores = [
-                run_evaluation(c.model_copy(update={"videos": 0}),
-                               progress=progress_for(c.policy) if progress_for else None,
-                               make_planner=sequential_planner)
-                for c in cfgs
-            ]
+        with contextlib.ExitStack() as helpers:
+            # one figure helper per run (each draws one report), matplotlib imported in them
+            # while the episodes run
+            plotters = [helpers.enter_context(PlotWorker()) for _ in cfgs]
+            stores: list[ResultStore] = []
             films: dict[int, dict[str, str]] = {}
             try:
+                for c in cfgs:
+                    stores.append(run_evaluation(
+                        c.model_copy(update={"videos": 0}),
+                        progress=progress_for(c.policy) if progress_for else None,
+                        make_planner=sequential_planner))
                 filmed = [i for i, c in enumerate(cfgs) if c.videos > 0]
                 videos = map_calls(film_run, [(str(stores[i].run_dir), cfgs[i].videos)
                                               for i in filmed], on_ray=shared)
                 films = dict(zip(filmed, videos, strict=True))
-            finally:
-                outcomes = tuple(finish_report(store, keep_videos=films.get(i), plotter=plotter)
+            finally:  # the runs that finished get their report, also when a later one failed
+                outcomes = tuple(finish_report(store, keep_videos=films.get(i),
+                                               plotter=plotters[i])
                                  for i, store in enumerate(stores))
     finally:
         if shared:

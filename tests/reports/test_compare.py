@@ -142,6 +142,10 @@ def test_eval_with_several_policies_writes_one_run_each_and_the_comparison(tmp_p
     assert srcs and all((out / s).is_file() for s in srcs), srcs
     assert all(s.startswith("nominal_kinematics_reach/videos/") for s in srcs), srcs
     assert 'href="expert-reach/report.html"' in page
+    # each run's own report is written (once, after the videos) and plays its videos too
+    report = (out / "nominal_kinematics_reach" / "report.html").read_text()
+    assert any(s.split("/", 1)[1] in report for s in srcs)
+    assert (out / "expert-reach" / "report.html").is_file()
     a = ResultStore.open(out / "expert-reach").manifest
     b = ResultStore.open(out / "nominal_kinematics_reach").manifest
     assert a.conditions == b.conditions and a.seed == b.seed and a.policy != b.policy
