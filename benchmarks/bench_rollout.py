@@ -19,9 +19,13 @@
    allow on two idle cores (a bound: hand-offs and GIL waits are not counted). On a loaded
    2-core machine the eval side's threads share about one core, so the measured ratio
    falls toward raw / (worker + render thread).
+4. Render contexts: render-thread CPU per frame of 8 envs drawing in turn, their
+   renderers sharing one ``MjrContext`` (robogen's default for envs of one scene) against
+   one context each.
 
 The machine is noisy; absolute times mean little, ratios are what to read.
-Usage: python benchmarks/bench_rollout.py [--episodes N] [--quick] [--only pixels,overhead,ray]
+Usage: python benchmarks/bench_rollout.py [--episodes N] [--quick]
+       [--only pixels,contexts,overhead,ray]
 """
 
 from __future__ import annotations
@@ -194,6 +198,42 @@ def raw_render_fps(env_id: str, frames: int, cpu: list[float] | None = None) -> 
     return frames / dt
 
 
+def context_frames(env_id: str, shared: bool, frames: int = 800) -> float:
+    """Render-thread CPU per frame [ms] of 8 envs of ``env_id`` drawing in turn (each its own
+    state), their renderers sharing one ``MjrContext`` (robogen's default: the models'
+    :func:`~robogen.envs.render.context_key` is equal) or each with its own (the key made
+    unique per renderer, as before the contexts were shared)."""
+    import mujoco
+
+    from robogen.envs import render
+
+    envs = [make(env_id, obs_mode="pixels") for _ in range(8)]
+    for i, e in enumerate(envs):
+        e.reset(seed=i)
+    scenes = [find_scene(e) for e in envs]
+    rs = scenes[0].render_settings
+    cam = mujoco.mj_name2id(scenes[0].model, mujoco.mjtObj.mjOBJ_CAMERA, rs.camera)
+    key = render.context_key
+    if not shared:
+        counter = iter(range(10**9))
+        render.context_key = lambda model: str(next(counter)).encode()
+    try:
+        renderers = [render.OffscreenRenderer(s.model) for s in scenes]
+    finally:
+        render.context_key = key
+    for k in range(16):  # warm-up
+        renderers[k % 8].render(scenes[k % 8].data, cam, rs.width, rs.height)
+    c0 = render.call(time.thread_time)
+    for k in range(frames):
+        renderers[k % 8].render(scenes[k % 8].data, cam, rs.width, rs.height)
+    per_frame = (render.call(time.thread_time) - c0) / frames * 1e3
+    for r in renderers:
+        r.close()
+    for e in envs:
+        e.close()
+    return per_frame
+
+
 def cpu_detail(cpu: list[tuple[float, float, float]], steps: int, raw_cpu: list[float]) -> str:
     """Least CPU per step of the worker's thread, the render thread and the whole process
     (JAX runs a policy's XLA code on threads of its own) against raw's per frame [ms], and the
@@ -211,8 +251,8 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--episodes", type=int, default=40)
     ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--only", default="pixels,overhead,ray",
-                    help="comma-separated sections to run: pixels, overhead, ray")
+    ap.add_argument("--only", default="pixels,contexts,overhead,ray",
+                    help="comma-separated sections to run: pixels, contexts, overhead, ray")
     args = ap.parse_args()
     args.only = set(args.only.split(","))
     n = 12 if args.quick else args.episodes
@@ -268,6 +308,24 @@ def main() -> None:
                 ">= 0.9",
             )
         )
+
+    if "contexts" in args.only:
+        # one MjrContext shared by a batch's renderers vs one each; alternating, best of each
+        for env_id in ("robogen/PickPlace-v0", "robogen/Push-v0"):
+            own, one = [], []
+            for _ in range(2 if args.quick else 3):
+                own.append(context_frames(env_id, shared=False))
+                one.append(context_frames(env_id, shared=True))
+            rows.append(
+                (
+                    f"render contexts: 8 own vs 1 shared [{env_id}]",
+                    f"render-thread CPU per 84x84 frame, 8 envs drawing in turn: own contexts "
+                    f"{min(own):.2f} ms, one shared {min(one):.2f} ms (best of {len(own)}; "
+                    "ratio: own / shared)",
+                    min(own) / min(one),
+                    "> 1",
+                )
+            )
 
     if "overhead" in args.only:
         for env_id, pol, vnorm in (
