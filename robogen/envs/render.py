@@ -6,11 +6,11 @@ says). Envs keep an :class:`OffscreenRenderer` each; renderers whose models
 upload the same assets (:func:`context_key`: textures, meshes, height fields,
 skins, materials' texture use, plane sizes, buffer sizes and quality settings)
 share one ``MjrContext`` (framebuffer and uploaded textures) inside that context.
-A batch of envs of one scene then draws from one set of GL objects: 8 contexts
-cost 6-19% more render-thread CPU per 84x84 frame than one (Mesa llvmpipe,
-PickPlace and Push; ``benchmarks/bench_rollout.py --only contexts``). A renderer whose textures are edited in place moves to a context of
-its own first (:meth:`OffscreenRenderer.upload_textures`), so no edit shows in
-another env's frames.
+A batch of envs of one scene draws from one set of GL objects: 8 contexts cost
+6-19% more render-thread CPU per 84x84 frame than one (Mesa llvmpipe, PickPlace,
+Push; ``benchmarks/bench_rollout.py --only contexts``). A renderer whose textures
+are edited in place leaves a shared context first (:meth:`OffscreenRenderer.upload_textures`),
+so no edit shows in another env's frames.
 
 Why a thread: a pixel observation costs ``mjv_updateScene`` (copying the
 state into an ``MjvScene``, ~10 us, done on the caller's thread) plus
