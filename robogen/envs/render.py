@@ -79,7 +79,9 @@ FRAME_TOO_LARGE = (
     "render a smaller frame or raise spec.visual.global_.offwidth/offheight"
 )
 
-_lock = threading.Lock()
+# reentrant: a renderer collected by the garbage collector while this thread holds the lock
+# (any allocation under it may run a collection) takes it again in ``__del__``
+_lock = threading.RLock()
 _shared: dict[bytes, _Shared] = {}  # context_key -> context, guarded by _lock
 _executor: ThreadPoolExecutor | None = None
 _gl: Any = None  # mujoco.GLContext, touched only on the render thread
@@ -156,7 +158,7 @@ def _forget_after_fork() -> None:
     as Ray does.)
     """
     global _executor, _gl, _lock, _render_ident, _shared
-    _executor, _gl, _lock, _render_ident, _shared = None, None, threading.Lock(), None, {}
+    _executor, _gl, _lock, _render_ident, _shared = None, None, threading.RLock(), None, {}
 
 
 atexit.register(_shutdown)

@@ -237,3 +237,21 @@ def test_a_texture_edit_stays_in_its_own_env_and_returning_to_nominal_shares_aga
     for e in envs:
         e.close()
     assert key not in rd._shared  # the last renderer out freed the shared context
+
+
+@pytest.mark.timeout(60)
+def test_a_renderer_collected_while_the_lock_is_held_does_not_deadlock():
+    """The garbage collector may finalize a renderer while this thread holds the render
+    module's lock (any allocation under it can run a collection): ``__del__`` takes it
+    again, which must not hang."""
+    import gc
+
+    env, scene = _scene()
+    r = rd.OffscreenRenderer(scene.model)
+    ctx = r._ctx
+    users = ctx.users
+    with rd._lock:
+        del r
+        gc.collect()
+    assert ctx.users == users - 1
+    env.close()
