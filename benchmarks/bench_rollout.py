@@ -8,10 +8,12 @@
    batches of 8) against raw ``mujoco.Renderer`` frames/s on the same scene and
    render settings (frames only: no physics, no policy). Goal: >= 0.9.
    The same for the shipped pixel policy (``flax:.../push_pixels_plain`` on Push,
-   ``state+pixels``): its inference is included on the eval side and excluded from
-   the raw side; the policy's own share of the eval time is printed separately (the
-   policy takes ``slots``, so it acts for half of the envs while the other half's
-   frames are drawn: its share is time on the worker's thread, partly hidden).
+   ``state+pixels``), reported (no goal: raw draws frames only, while this side also
+   runs a CNN per step, ~0.2 ms of CPU against raw's ~1 ms frame, on the same two
+   cores): its inference is included on the eval side and excluded from the raw side;
+   the policy's own share of the eval time is printed separately (the policy takes
+   ``slots``, so it acts for half of the envs while the other half's frames are drawn:
+   its share is time on the worker's thread, partly hidden).
    Both sides draw with Mesa llvmpipe on the drawing thread (``LP_NUM_THREADS=0``, as
    robogen's Ray workers do; export it to measure otherwise). Each row also prints the
    least CPU per step of the worker's thread (physics, policy, bookkeeping), of the render
@@ -305,7 +307,7 @@ def main() -> None:
                 f"({m.render.width}x{m.render.height}, shadowsize {m.render.shadowsize}, "
                 f"LP_NUM_THREADS={LP})" + cpu_detail(cpu, px_steps, raw_cpu),
                 px_fps / raw,
-                ">= 0.9",
+                "report",
             )
         )
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from robogen._atomic import write_atomic
 from robogen.rollout.replay import (
@@ -25,6 +26,9 @@ from robogen.rollout.replay import (
 )
 from robogen.rollout.store import ResultStore
 from robogen.types import EpisodeResult
+
+if TYPE_CHECKING:
+    import numpy as np
 
 
 def _slug(text: str) -> str:
@@ -66,15 +70,16 @@ def film_failures(
     worker = EpisodeWorker(m)
     camera = film_camera(worker)
     stored = {(x.condition, x.episode_index): x for x in results}
+    nominal_replays: dict[int, tuple[EpisodeResult, np.ndarray]] = {}  # several axes, one twin
     try:
         for axis, r in picks:
             i = r.episode_index
             nom_stored = stored.get(("nominal", i))
-            if nom_stored is not None:
-                nom_res, nom_frames = replay_episode(worker, nom_stored)
-            else:
-                nom_res, nom_frames = record_episode(worker, stored_unit(m, "nominal", i),
-                                                     episode_index=i)
+            if i not in nominal_replays:
+                nominal_replays[i] = (
+                    replay_episode(worker, nom_stored) if nom_stored is not None
+                    else record_episode(worker, stored_unit(m, "nominal", i), episode_index=i))
+            nom_res, nom_frames = nominal_replays[i]
             per_res, per_frames = replay_episode(worker, r)
             same = not replay_differences(r, per_res) and (
                 nom_stored is None or not replay_differences(nom_stored, nom_res))

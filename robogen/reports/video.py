@@ -175,6 +175,7 @@ def write_side_by_side(
             codec="libx264",
             pixelformat="yuv420p",
             macro_block_size=16,
+            ffmpeg_params=["-preset", "veryfast"],  # ~20% faster than x264's default, as small
         )
         try:
             for t in range(n_frames):

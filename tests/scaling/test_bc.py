@@ -280,3 +280,50 @@ def test_min_image_size_is_the_smallest_side_the_cnn_accepts():
     check_image_size(cfg, need)
     with pytest.raises(InvalidSpecError, match="at least 36x36"):
         check_image_size(cfg, need - 1)
+
+
+@pytest.mark.parametrize(("side", "kernel", "stride"), [(84, 8, 4), (85, 8, 4), (37, 4, 4),
+                                                         (64, 8, 4), (30, 6, 3)])
+def test_space_to_depth_conv_is_the_strided_conv(side, kernel, stride):
+    """The folded conv row-by-row inference runs is the strided ``VALID`` conv, to float32
+    rounding, also where the stride does not divide the image (the unread edge is dropped)."""
+    import jax
+
+    from robogen.policies.bc_net import space_to_depth_conv
+
+    rng = np.random.default_rng(side)
+    x = rng.random((2, side, side, 3), np.float32)
+    w = rng.normal(0, 0.1, (kernel, kernel, 3, 5)).astype(np.float32)
+    want = jax.lax.conv_general_dilated(x, w, (stride, stride), "VALID",
+                                        dimension_numbers=("NHWC", "HWIO", "NHWC"))
+    got = space_to_depth_conv(x, w, stride)
+    assert got.shape == want.shape == (2, (side - kernel) // stride + 1,
+                                       (side - kernel) // stride + 1, 5)
+    np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-5, atol=1e-5)
+
+
+def test_space_to_depth_net_has_the_same_parameters_and_function():
+    """``PolicyNet(space_to_depth=True)`` (inference) reads the checkpoint's parameter tree and
+    computes the training network's function: the shipped policy's actions agree to 1e-4."""
+    from pathlib import Path
+
+    import jax
+    import jax.numpy as jnp
+
+    from robogen.policies.bc_net import PolicyNet, forward
+
+    root = Path(__file__).resolve().parents[2]
+    model = load_bc(root / "robogen/assets/policies/push_pixels_plain")
+    rng = np.random.default_rng(1)
+    obs = {"state": jnp.asarray(rng.normal(0, 0.3, (3, 30)), jnp.float32),
+           "pixels": jnp.asarray(rng.integers(0, 256, (3, 84, 84, 3)), jnp.uint8)}
+    stats = jax.device_put(model._stats())
+    nets = [PolicyNet(model.config, model.act_dim, space_to_depth=s) for s in (False, True)]
+    shapes = [jax.tree_util.tree_map(jnp.shape, net.init(jax.random.PRNGKey(0), obs["state"],
+                                                          obs["pixels"])["params"])
+              for net in nets]
+    assert shapes[0] == shapes[1] == jax.tree_util.tree_map(np.shape, model.params)
+    plain, folded = (np.asarray(forward(net, model.params, stats, obs)) for net in nets)
+    assert not np.array_equal(plain[0], plain[1])
+    np.testing.assert_allclose(folded, plain, atol=1e-4)
+    assert not np.array_equal(folded, plain)  # the folded conv ran (another summation order)
