@@ -186,3 +186,16 @@ def test_a_worker_imports_torch_only_for_a_torch_policy(tmp_path, env, policy, e
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          timeout=300, cwd=Path(__file__).resolve().parents[2], check=True)
     assert out.stdout.split()[-2:] == ["threads", threads]
+
+
+def test_ray_workers_run_xla_on_one_thread_after_the_users_flags(monkeypatch):
+    """Ray workers get XLA:CPU on one thread (their envs' render thread and the other workers
+    use the other cores); a user's own ``XLA_FLAGS`` come after robogen's, so they win."""
+    from robogen.rollout.ray_backend import _worker_env
+
+    monkeypatch.delenv("XLA_FLAGS", raising=False)
+    assert _worker_env()["XLA_FLAGS"] == (
+        "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1")
+    monkeypatch.setenv("XLA_FLAGS", "--xla_cpu_multi_thread_eigen=true")
+    flags = _worker_env()["XLA_FLAGS"].split()
+    assert flags[-1] == "--xla_cpu_multi_thread_eigen=true" and len(flags) == 3
