@@ -58,8 +58,8 @@ from robogen.rollout.faults import FaultRecord
 from robogen.types import EpisodeResult, EvalManifest, WorkUnit, to_dict
 
 _XLA_CPU_ONE_THREAD = "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"
-"""``XLA_FLAGS`` of Ray workers (before the user's own): a flax policy's XLA:CPU code on the
-calling thread only."""
+"""``XLA_FLAGS`` of Ray workers (before the user's own): XLA:CPU's intra-op thread pool off, so
+a flax policy's compiled code runs on one thread, not spread over cores its worker shares."""
 _WORKER_ENV = {
     "OMP_NUM_THREADS": "1",
     "MKL_NUM_THREADS": "1",
