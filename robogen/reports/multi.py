@@ -144,8 +144,11 @@ def _evaluate_all(
     try:
         with contextlib.ExitStack() as helpers:
             # one figure helper per run (each draws one report), matplotlib imported in them
-            # while the episodes run
-            plotters = [helpers.enter_context(PlotWorker()) for _ in cfgs]
+            # while the episodes run; at most one per core (more policies: the later runs'
+            # figures are drawn in this process, not by a crowd of helpers started at once)
+            helpers_max = os.cpu_count() or 1
+            plotters = [helpers.enter_context(PlotWorker()) if i < helpers_max else PlotWorker()
+                        for i in range(len(cfgs))]
             stores: list[ResultStore] = []
             films: dict[int, dict[str, str]] = {}
             try:

@@ -158,3 +158,24 @@ def test_eval_with_a_bad_second_policy_runs_nothing(tmp_path) -> None:
                            "--out", str(out)])
     assert res.exit_code == 2 and "nosuch" in res.output
     assert not out.exists()
+
+
+def test_several_policy_eval_starts_at_most_one_figure_helper_per_core(tmp_path, monkeypatch):
+    """Each run's figures are drawn by a helper process of its own only up to one per core;
+    the later runs' figures are drawn in-process, and every run's report has all of them."""
+    from robogen.reports import multi
+    from robogen.reports.plot_worker import PlotWorker
+
+    started = []
+    monkeypatch.setattr(multi.os, "cpu_count", lambda: 1)
+    monkeypatch.setattr(PlotWorker, "start", lambda self: started.append(self))
+    out = tmp_path / "multi"
+    res = cli.invoke(app, ["eval", "--env", "robogen/Reach-v0", "--policy", "expert:reach",
+                           "--policy", DEGRADED, "--axes", "embodiment", "--severities", "1",
+                           "--episodes", "2", "--backend", "serial", "--videos", "0",
+                           "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    assert len(started) == 1
+    for run in ("expert-reach", "nominal_kinematics_reach"):
+        pngs = sorted(p.name for p in (out / run / "plots").glob("*.png"))
+        assert pngs == ["conditions.png", "gaps.png", "severity.png"], (run, pngs)
