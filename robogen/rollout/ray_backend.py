@@ -560,16 +560,54 @@ class RayBackend(_Emitter):
             self._drop_late_starters()
 
     def close(self, shutdown: bool | None = None) -> None:
-        """Kill the actors; shut Ray down if this backend started it (and ``shutdown``)."""
-        for a in [*self.idle, *self.starting.values(), *(r[0] for r in self._running.values())]:
+        """Kill the actors; shut Ray down if this backend started it (and ``shutdown``).
+
+        When the cluster stays up (shared with the next backend of this process, e.g. the
+        next policy of ``robogen eval --policy A --policy B``), wait until it counts the
+        killed actors' CPUs as free again (at most :data:`RELEASE_TIMEOUT_S`): Ray frees
+        them asynchronously, and the next backend sizes its pool from the free CPUs.
+        """
+        placed = [*self.idle, *(r[0] for r in self._running.values())]  # hold their resources
+        actors = [*placed, *self.starting.values()]
+        stays_up = not ((self._shutdown if shutdown is None else shutdown) and self._started_here)
+        before = _free() if placed and stays_up and ray_is_up() else None
+        for a in actors:
             self._kill(a)
         self.idle.clear()
         self.starting.clear()
         self._running.clear()
         self._actor_cls = None
-        if (self._shutdown if shutdown is None else shutdown) and self._started_here:
+        if not stays_up:
             self._started_here = False
             shutdown_ray()
+        elif before is not None:
+            per = {"CPU": 1.0, "GPU": self.options.num_gpus_per_worker}
+            _await_free({k: before[k] + len(placed) * v for k, v in per.items()},
+                        RELEASE_TIMEOUT_S)
+
+
+RELEASE_TIMEOUT_S = 10.0
+"""How long :meth:`RayBackend.close` waits for the cluster to free its killed actors' CPUs and
+GPUs [s] (then it returns anyway: another job may have taken them)."""
+
+
+def _free() -> dict[str, float]:
+    """The cluster's free CPUs and GPUs (infinite if Ray cannot tell: nothing to wait for)."""
+    try:
+        free = _ray().available_resources()
+    except Exception:  # noqa: BLE001 - bookkeeping only (the cluster may be going away)
+        return {"CPU": math.inf, "GPU": math.inf}
+    return {k: float(free.get(k, 0.0)) for k in ("CPU", "GPU")}
+
+
+def _await_free(want: dict[str, float], timeout: float) -> bool:
+    """Poll until the cluster has ``want`` resources free (True) or ``timeout`` passed (False)."""
+    deadline = time.monotonic() + timeout
+    while any(have < want[k] - 1e-9 for k, have in _free().items()):
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.05)
+    return True
 
 
 def _first_line(e: BaseException) -> str:
