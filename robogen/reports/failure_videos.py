@@ -30,13 +30,16 @@ from robogen.types import EpisodeResult
 if TYPE_CHECKING:
     import numpy as np
 
+    from robogen.rollout.worker import EpisodeWorker
+
 
 def _slug(text: str) -> str:
     return "".join(c if c.isalnum() or c in "-_." else "-" for c in text)
 
 
 def film_failures(
-    store: ResultStore, results: Sequence[EpisodeResult], *, per_axis: int = 2
+    store: ResultStore, results: Sequence[EpisodeResult], *, per_axis: int = 2,
+    worker: EpisodeWorker | None = None,
 ) -> dict[str, str]:
     """Write side-by-side MP4s (nominal | perturbed) of failed single-axis episodes.
 
@@ -46,9 +49,11 @@ def film_failures(
     stored unit (:func:`~robogen.rollout.replay.replay_episode`); a label says ``replay
     differs`` unless both replays reproduced their stored episodes exactly. Returns
     ``{label: path relative to the run dir}``.
+
+    ``worker`` (an :class:`~robogen.rollout.worker.EpisodeWorker` of the run's manifest, e.g.
+    the one its episodes ran on) is used and left open; by default one is made and closed.
     """
     from robogen.reports.video import write_side_by_side
-    from robogen.rollout.worker import EpisodeWorker
 
     m = store.manifest
     nominal_ok = {r.episode_index for r in results if r.condition == "nominal" and r.success}
@@ -67,7 +72,11 @@ def film_failures(
     if not picks:
         return {}
     out: dict[str, str] = {}
-    worker = EpisodeWorker(m)
+    own = worker is None
+    if worker is None:
+        from robogen.rollout.worker import EpisodeWorker
+
+        worker = EpisodeWorker(m)
     camera = film_camera(worker)
     stored = {(x.condition, x.episode_index): x for x in results}
     nominal_replays: dict[int, tuple[EpisodeResult, np.ndarray]] = {}  # several axes, one twin
@@ -100,17 +109,20 @@ def film_failures(
         index = store.run_dir / VIDEO_DIR / VIDEO_INDEX
         write_atomic(index, json.dumps({**read_video_index(store.run_dir), **out}, indent=2))
     finally:
-        worker.close()
+        if own:
+            worker.close()
     return out
 
 
-def film_run(run_dir: str | Path, per_axis: int) -> dict[str, str]:
+def film_run(run_dir: str | Path, per_axis: int,
+             worker: EpisodeWorker | None = None) -> dict[str, str]:
     """:func:`film_failures` of the stored run in ``run_dir`` (a module-level entry point, so
     that several runs are filmed in parallel worker processes: ``robogen eval --policy A
-    --policy B``). Returns ``{label: path relative to the run dir}``.
+    --policy B``, on the Ray workers their episodes ran on). Returns ``{label: path relative
+    to the run dir}``.
 
     Raises:
         RunDirError: If ``run_dir`` is not a run directory.
     """
     store = ResultStore.open(Path(run_dir))
-    return film_failures(store, store.load_results(), per_axis=per_axis)
+    return film_failures(store, store.load_results(), per_axis=per_axis, worker=worker)

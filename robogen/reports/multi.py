@@ -113,10 +113,12 @@ def _evaluate_all(
 ) -> tuple[EvalOutcome, ...]:
     """Run every policy's episodes, then film all failure videos at once, then report.
 
-    On an embedded Ray cluster the policies share one cluster (started once), and the
-    runs' videos (a replay of each filmed episode and its nominal twin, one process per
-    run) are filmed in parallel Ray tasks, one CPU each, instead of one run after the
-    other in this process. Each run's report is written once, with its videos (also when
+    On an embedded Ray cluster the policies share one cluster (started once) and one set of
+    Ray workers (each policy's backend adopts the workers the last one left:
+    :func:`~robogen.rollout.backends.reuse_ray_workers`), and the runs' videos (a replay of
+    each filmed episode and its nominal twin) are filmed on those workers in parallel, one
+    run per worker, with the policy and envs the run's episodes ran on, instead of one run
+    after the other in this process. Each run's report is written once, with its videos (also when
     filming fails, without them), its figures drawn by a helper process of its own
     (:class:`~robogen.reports.plot_worker.PlotWorker`) started with the first episodes.
     The episodes, videos and reports are the same as one
@@ -128,7 +130,9 @@ def _evaluate_all(
     from robogen.reports.sequential import sequential_planner
     from robogen.rollout.backends import (
         map_calls,
+        map_on_ray_workers,
         ray_cluster_is_up,
+        reuse_ray_workers,
         start_ray_cluster,
         stop_ray_cluster,
     )
@@ -143,6 +147,7 @@ def _evaluate_all(
         start_ray_cluster(None, num_cpus=max(first.workers or 0, os.cpu_count() or 1))
     try:
         with contextlib.ExitStack() as helpers:
+            helpers.enter_context(reuse_ray_workers(shared))
             # one figure helper per run (each draws one report), matplotlib imported in them
             # while the episodes run; at most one per core (more policies: the later runs'
             # figures are drawn in this process, not by a crowd of helpers started at once)
@@ -158,8 +163,11 @@ def _evaluate_all(
                         progress=progress_for(c.policy) if progress_for else None,
                         make_planner=sequential_planner))
                 filmed = [i for i, c in enumerate(cfgs) if c.videos > 0]
-                videos = map_calls(film_run, [(str(stores[i].run_dir), cfgs[i].videos)
-                                              for i in filmed], on_ray=shared)
+                calls = [(str(stores[i].run_dir), cfgs[i].videos) for i in filmed]
+                videos = map_on_ray_workers(film_run, [(stores[i].manifest, args) for i, args
+                                                       in zip(filmed, calls, strict=True)])
+                if videos is None:
+                    videos = map_calls(film_run, calls, on_ray=shared)
                 films = dict(zip(filmed, videos, strict=True))
             finally:  # the runs that finished get their report, also when a later one failed
                 outcomes = tuple(finish_report(store, keep_videos=films.get(i),

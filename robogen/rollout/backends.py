@@ -10,7 +10,10 @@ module, is not imported back by it.)
 
 from __future__ import annotations
 
+import contextlib
+import sys
 from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
 from typing import Any
 
 from robogen.rollout.backend import Backend, BackendOptions, SerialBackend
@@ -38,8 +41,6 @@ def make_backend(manifest: EvalManifest, options: BackendOptions, *,
 
 def ray_cluster_is_up() -> bool:
     """Whether this process is connected to a Ray cluster (without importing Ray)."""
-    import sys
-
     if "ray" not in sys.modules:
         return False
     from robogen.rollout.ray_backend import ray_is_up
@@ -82,3 +83,26 @@ def map_calls(fn: Callable[..., Any], calls: Sequence[tuple[Any, ...]], *,
 
         return run_tasks(fn, calls)
     return [fn(*args) for args in calls]
+
+
+def reuse_ray_workers(on: bool) -> AbstractContextManager[None]:
+    """Within, Ray backends that follow one another hand their workers on instead of
+    starting new ones (:func:`robogen.rollout.ray_backend.reuse_workers`); a no-op if not
+    ``on``."""
+    if not on:
+        return contextlib.nullcontext()
+    from robogen.rollout.ray_backend import reuse_workers
+
+    return reuse_workers()
+
+
+def map_on_ray_workers(fn: Callable[..., Any],
+                       calls: Sequence[tuple[EvalManifest, tuple[Any, ...]]]) -> list[Any] | None:
+    """``[fn(*args, worker=W) ...]`` on the Ray workers :func:`reuse_ray_workers` kept, W the
+    worker of the call's manifest; None when none is kept
+    (:func:`robogen.rollout.ray_backend.map_on_workers`)."""
+    if "robogen.rollout.ray_backend" not in sys.modules:
+        return None
+    from robogen.rollout.ray_backend import map_on_workers
+
+    return map_on_workers(fn, calls)

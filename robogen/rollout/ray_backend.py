@@ -28,6 +28,7 @@ Ray is imported only in this module (an optional edge of the package).
 from __future__ import annotations
 
 import contextlib
+import json
 import math
 import os
 import socket
@@ -128,21 +129,43 @@ class _WorkerActor:
 
     A set-up exception is kept and returned by :meth:`ping` (the driver raises it as a
     :class:`WorkerSetupError`), instead of killing the actor with Ray's own wrapper.
+    The actor keeps the worker of every manifest it loaded (:meth:`load`), so that a later
+    backend of the same process can adopt it (:func:`reuse_workers`) and a run's videos can
+    be filmed with the policy and envs its episodes ran on (:meth:`call`).
     """
 
     def __init__(self, manifest: dict[str, Any], device: str, worker_index: int = 0) -> None:
-        self._error: str | None = None
+        self._device = device
+        self._workers: dict[tuple[str, int], Any] = {}
         self._worker: Any = None
+        self._error: str | None = None
         try:
             import robogen._gl  # noqa: F401
             from robogen._console import route_mujoco_warnings
-            from robogen.rollout.worker import EpisodeWorker
 
             route_mujoco_warnings()
-            self._worker = EpisodeWorker(EvalManifest.from_dict(manifest), device=device,
-                                         worker_index=worker_index)
         except Exception as e:  # noqa: BLE001 - reported to the driver as a set-up error
             self._error = _describe(e)
+            return
+        self.load(manifest, worker_index)
+
+    def _worker_of(self, manifest: dict[str, Any], worker_index: int) -> Any:
+        from robogen.rollout.worker import EpisodeWorker
+
+        key = (json.dumps(manifest, sort_keys=True), worker_index)
+        if key not in self._workers:
+            self._workers[key] = EpisodeWorker(EvalManifest.from_dict(manifest),
+                                               device=self._device, worker_index=worker_index)
+        return self._workers[key]
+
+    def load(self, manifest: dict[str, Any], worker_index: int) -> dict[str, Any]:
+        """Run ``manifest``'s units from now on (its worker made unless this process has it);
+        answers like :meth:`ping`."""
+        try:
+            self._worker, self._error = self._worker_of(manifest, worker_index), None
+        except Exception as e:  # noqa: BLE001 - reported to the driver as a set-up error
+            self._error = _describe(e)
+        return self.ping()
 
     def ping(self) -> dict[str, Any]:
         import ray
@@ -153,6 +176,12 @@ class _WorkerActor:
     def run_unit(self, unit: dict[str, Any]) -> list[dict[str, Any]]:
         results = self._worker.run_unit(WorkUnit.from_dict(unit))
         return [to_dict(r) for r in results]
+
+    def call(self, fn: Callable[..., Any], manifest: dict[str, Any], *args: Any) -> Any:
+        """``fn(*args, worker=W)``, W this process's worker of ``manifest`` (made if needed)."""
+        text = json.dumps(manifest, sort_keys=True)
+        index = next((i for t, i in self._workers if t == text), 0)
+        return fn(*args, worker=self._worker_of(manifest, index))
 
 
 def _check_reachable(address: str, source: str = "--address") -> None:
@@ -305,6 +334,7 @@ class _Actor:
     ping: Any = None
     node: str = ""
     pid: int = 0
+    gpus: float = 0.0
 
 
 def _actor_name(handle: Any) -> str:
@@ -345,16 +375,18 @@ class RayBackend(_Emitter):
 
     # ---- start-up ---------------------------------------------------------------------------
 
-    def _pool_size(self) -> int:
+    def _pool_size(self, adopted: int = 0) -> int:
+        """Workers to run: what was asked, at most what fits in the free resources plus the
+        ``adopted`` actors' (which hold theirs already)."""
         ray = _ray()
         opts = self.options
         total, free = ray.cluster_resources(), ray.available_resources()
         gpus = opts.num_gpus_per_worker
         if gpus > 0 and float(total.get("GPU", 0.0)) < gpus:
             raise WorkerSetupError(NO_GPUS.format(want=gpus, have=float(total.get("GPU", 0.0))))
-        fit = math.floor(float(free.get("CPU", 0.0)) + 1e-9)
+        fit = math.floor(float(free.get("CPU", 0.0)) + 1e-9) + adopted
         if gpus > 0:
-            fit = min(fit, math.floor(float(free.get("GPU", 0.0)) / gpus + 1e-9))
+            fit = min(fit, math.floor(float(free.get("GPU", 0.0)) / gpus + 1e-9) + adopted)
         if fit < 1:
             need = "1 CPU" + (f" and {gpus:g} GPU" if gpus > 0 else "")
             shown = {k: v for k, v in free.items() if k in ("CPU", "GPU")}
@@ -370,17 +402,30 @@ class RayBackend(_Emitter):
             n = min(n, max(1, self._max_workers))
         return n
 
-    def _spawn(self) -> None:
-        """Start an actor with the lowest worker index no live actor holds (a replacement
-        takes over the index of the actor it replaces: ``LoadContext.worker_index``)."""
+    def _take_index(self) -> int:
+        """The lowest worker index no live actor holds (a replacement takes over the index of
+        the actor it replaces: ``LoadContext.worker_index``)."""
         if self._free_indices:
             index = min(self._free_indices)
             self._free_indices.discard(index)
         else:
             index, self._next_index = self._next_index, self._next_index + 1
+        return index
+
+    def _spawn(self) -> None:
+        """Start an actor."""
+        index = self._take_index()
         handle = self._actor_cls.remote(self._mdict, self._device, index)
-        actor = _Actor(handle, _actor_name(handle), time.monotonic(), index=index)
+        actor = _Actor(handle, _actor_name(handle), time.monotonic(), index=index,
+                       gpus=self.options.num_gpus_per_worker)
         actor.ping = handle.ping.remote()
+        self.starting[actor.ping] = actor
+
+    def _adopt(self, actor: _Actor) -> None:
+        """Take over an actor a closed backend parked (:func:`reuse_workers`): it loads this
+        manifest in its running process, and answers like a new actor's ping."""
+        actor.index, actor.started_at = self._take_index(), time.monotonic()
+        actor.ping = actor.handle.load.remote(self._mdict, actor.index)
         self.starting[actor.ping] = actor
 
     def start(self) -> None:
@@ -398,17 +443,29 @@ class RayBackend(_Emitter):
         embedded = cluster_address(opts.address) is None
         init_ray(opts.address,
                  num_cpus=max(opts.workers or 0, os.cpu_count() or 1) if embedded else None)
-        self.size = self._pool_size()
         self._actor_cls = ray.remote(num_cpus=1, num_gpus=opts.num_gpus_per_worker,
                                      max_restarts=0)(_WorkerActor)
-        for _ in range(self.size):
-            self._spawn()
         deadline = time.monotonic() + opts.startup_timeout_s
+        adopted = _take_parked(opts.num_gpus_per_worker)
+        # they hold their resources: see which are alive, then size; each keeps its index
+        for actor in sorted(adopted, key=lambda a: a.index):
+            self._adopt(actor)
+        self._settle(deadline)
+        self.size = self._pool_size(adopted=len(self.idle))
+        for actor in sorted(self.idle, key=lambda a: a.index)[self.size:]:  # more than asked
+            self.idle.remove(actor)
+            self._kill(actor)
+        for _ in range(self.size - len(self.idle)):
+            self._spawn()
+        self._settle(deadline)
+        if not self.idle:
+            raise WorkerSetupError(NO_WORKER.format(timeout=opts.startup_timeout_s, n="all"))
+
+    def _settle(self, deadline: float) -> None:
+        """Wait for the starting actors until ``deadline``; drop the ones still starting."""
         while self.starting and time.monotonic() < deadline:
             self._wait(list(self.starting), deadline - time.monotonic())
         self._drop_late_starters(force=True)
-        if not self.idle:
-            raise WorkerSetupError(NO_WORKER.format(timeout=opts.startup_timeout_s, n="all"))
 
     def wait_ready(self) -> None:
         """Start the pool and block until its actors are ready (benchmarks)."""
@@ -567,9 +624,12 @@ class RayBackend(_Emitter):
         killed actors' CPUs as free again (at most :data:`RELEASE_TIMEOUT_S`): Ray frees
         them asynchronously, and the next backend sizes its pool from the free CPUs.
         """
+        stays_up = not ((self._shutdown if shutdown is None else shutdown) and self._started_here)
+        if stays_up and _PARKED is not None:  # the next backend adopts them
+            _PARKED.extend(self.idle)
+            self.idle.clear()
         placed = [*self.idle, *(r[0] for r in self._running.values())]  # hold their resources
         actors = [*placed, *self.starting.values()]
-        stays_up = not ((self._shutdown if shutdown is None else shutdown) and self._started_here)
         before = _free() if placed and stays_up and ray_is_up() else None
         for a in actors:
             self._kill(a)
@@ -584,6 +644,71 @@ class RayBackend(_Emitter):
             per = {"CPU": 1.0, "GPU": self.options.num_gpus_per_worker}
             _await_free({k: before[k] + len(placed) * v for k, v in per.items()},
                         RELEASE_TIMEOUT_S)
+
+
+_PARKED: list[_Actor] | None = None
+"""Live idle actors that closed backends left for the next one (inside :func:`reuse_workers`)."""
+
+
+def _take_parked(gpus: float) -> list[_Actor]:
+    """The parked actors holding ``gpus`` GPUs each, taken out of the park."""
+    if not _PARKED:
+        return []
+    taken = [a for a in _PARKED if a.gpus == gpus]
+    _PARKED[:] = [a for a in _PARKED if a.gpus != gpus]
+    return taken
+
+
+@contextlib.contextmanager
+def reuse_workers() -> Iterator[None]:
+    """Within: a closing :class:`RayBackend` parks its idle actors instead of killing them,
+    and the next backend adopts them (they load its manifest in their running processes: no
+    process start, no imports, envs and renderers of an equal scene reused); on exit the
+    parked actors are killed. For backends that follow one another on one cluster (the
+    policies of ``robogen eval --policy A --policy B``); :func:`map_on_workers` runs calls
+    on the parked actors.
+    """
+    global _PARKED
+    if _PARKED is not None:  # nested: the outer context owns the park
+        yield
+        return
+    _PARKED = []
+    try:
+        yield
+    finally:
+        parked, _PARKED = _PARKED, None
+        for actor in parked:
+            with contextlib.suppress(Exception):  # best effort (the cluster may be gone)
+                _ray().kill(actor.handle, no_restart=True)
+
+
+def map_on_workers(fn: Callable[..., Any],
+                   calls: Sequence[tuple[EvalManifest, tuple[Any, ...]]]) -> list[Any] | None:
+    """``[fn(*args, worker=W) for manifest, args in calls]`` on the parked actors (call i on
+    actor ``i % n``, in parallel across actors), W the actor's
+    :class:`~robogen.rollout.worker.EpisodeWorker` of ``manifest`` (the one its episodes ran
+    on, or a new one); None when no actor is parked. A call whose actor died runs as a Ray
+    task with ``fn(*args)`` instead.
+
+    ``fn`` must be a module-level function (Ray imports it by name in the worker).
+
+    Raises:
+        Exception: The first failed call's own exception (Ray's wrapper removed).
+    """
+    if not _PARKED or not calls:
+        return None
+    ray = _ray()
+    refs = [_PARKED[i % len(_PARKED)].handle.call.remote(fn, to_dict(m), *args)
+            for i, (m, args) in enumerate(calls)]
+    out: list[Any] = []
+    for ref, (_, args) in zip(refs, calls, strict=True):
+        try:
+            out.append(ray.get(ref))
+        except ray.exceptions.RayActorError:
+            out.extend(run_tasks(fn, [args]))
+        except ray.exceptions.RayTaskError as e:
+            raise e.as_instanceof_cause() from None
+    return out
 
 
 RELEASE_TIMEOUT_S = 10.0
