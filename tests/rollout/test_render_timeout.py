@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import threading
-from concurrent.futures import Future
 
 import pytest
 
@@ -18,7 +17,7 @@ from robogen.rollout.store import ResultStore
 
 
 def test_a_pending_frame_that_never_comes_raises_after_its_timeout():
-    frame = PendingFrame(Future())
+    frame = PendingFrame(render.RenderTask(lambda: None, ()))  # never queued: never drawn
     with pytest.raises(RenderTimeoutError) as e:
         frame.result(timeout=0.05)
     assert isinstance(e.value, InfrastructureError) and isinstance(e.value, TimeoutError)
