@@ -37,7 +37,7 @@ import tempfile
 import time
 import traceback
 import warnings
-from collections import deque
+from collections import OrderedDict, deque
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -124,19 +124,24 @@ def _describe(e: BaseException) -> str:
     return msg + where
 
 
+KEEP_WORKERS = 2
+"""Episode workers (envs and policy) a Ray actor keeps for the manifests it ran last."""
+
+
 class _WorkerActor:
     """Ray actor body wrapping :class:`~robogen.rollout.worker.EpisodeWorker`.
 
     A set-up exception is kept and returned by :meth:`ping` (the driver raises it as a
     :class:`WorkerSetupError`), instead of killing the actor with Ray's own wrapper.
-    The actor keeps the worker of every manifest it loaded (:meth:`load`), so that a later
-    backend of the same process can adopt it (:func:`reuse_workers`) and a run's videos can
-    be filmed with the policy and envs its episodes ran on (:meth:`call`).
+    A later backend of the same process can adopt the actor (:func:`reuse_workers`): it then
+    loads that backend's manifest (:meth:`load`). The actor keeps the workers of the last
+    :data:`KEEP_WORKERS` manifests it used, so that a run's videos are filmed with the policy
+    and envs its episodes ran on (:meth:`call`); older ones are closed (memory).
     """
 
     def __init__(self, manifest: dict[str, Any], device: str, worker_index: int = 0) -> None:
         self._device = device
-        self._workers: dict[tuple[str, int], Any] = {}
+        self._workers: OrderedDict[tuple[str, int], Any] = OrderedDict()
         self._worker: Any = None
         self._error: str | None = None
         try:
@@ -153,10 +158,16 @@ class _WorkerActor:
         from robogen.rollout.worker import EpisodeWorker
 
         key = (json.dumps(manifest, sort_keys=True), worker_index)
-        if key not in self._workers:
-            self._workers[key] = EpisodeWorker(EvalManifest.from_dict(manifest),
-                                               device=self._device, worker_index=worker_index)
-        return self._workers[key]
+        if key in self._workers:
+            self._workers.move_to_end(key)
+            return self._workers[key]
+        worker = EpisodeWorker(EvalManifest.from_dict(manifest), device=self._device,
+                               worker_index=worker_index)
+        self._workers[key] = worker
+        while len(self._workers) > KEEP_WORKERS:  # the least recently used, never the current
+            old_key = next(k for k in self._workers if self._workers[k] is not self._worker)
+            self._workers.pop(old_key).close()
+        return worker
 
     def load(self, manifest: dict[str, Any], worker_index: int) -> dict[str, Any]:
         """Run ``manifest``'s units from now on (its worker made unless this process has it);
@@ -663,7 +674,8 @@ def _take_parked(gpus: float) -> list[_Actor]:
 def reuse_workers() -> Iterator[None]:
     """Within: a closing :class:`RayBackend` parks its idle actors instead of killing them,
     and the next backend adopts them (they load its manifest in their running processes: no
-    process start, no imports, envs and renderers of an equal scene reused); on exit the
+    process start or imports again; the new envs' renderers join the render context of an
+    equal scene); on exit the
     parked actors are killed. For backends that follow one another on one cluster (the
     policies of ``robogen eval --policy A --policy B``); :func:`map_on_workers` runs calls
     on the parked actors.

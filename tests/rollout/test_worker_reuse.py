@@ -119,3 +119,29 @@ def test_a_parked_worker_that_died_is_replaced_and_the_run_completes() -> None:
     line = done.stdout.strip().splitlines()[-1]
     assert line == ("pids True size 2 episodes 8 causes ['timeout'] faults ['actor_died'] "
                     "kept True replaced True"), line
+
+
+def test_an_actor_keeps_the_workers_of_its_last_two_manifests(monkeypatch) -> None:
+    """Memory stays bounded however many policies an actor runs in turn: the workers (envs
+    and policy) of older manifests are closed; filming an older run makes its worker again."""
+    from robogen.configs import load_eval_config
+    from robogen.rollout import ray_backend
+    from robogen.rollout.runner import prepare
+    from robogen.rollout.worker import EpisodeWorker
+    from robogen.types import to_dict
+
+    monkeypatch.setattr(ray_backend._WorkerActor, "ping", lambda self: {"error": self._error})
+    closed: list[str] = []
+    monkeypatch.setattr(EpisodeWorker, "close", lambda self: closed.append(self.manifest.policy))
+    manifests = [to_dict(prepare(load_eval_config(
+        None, env="robogen/Reach-v0", policy=p, axes=["physics"], severities=[1.0],
+        episodes=2, seed=0, videos=0))) for p in ("expert:reach", "random:1", "random:2")]
+    actor = ray_backend._WorkerActor(manifests[0], "cpu", 0)
+    for m in manifests[1:]:
+        assert actor.load(m, 0) == {"error": None}
+    kept = [w.manifest.policy for w in actor._workers.values()]
+    assert kept == ["random:1", "random:2"] and closed == ["expert:reach"]
+    policy_of = lambda *, worker: worker.manifest.policy  # noqa: E731
+    assert actor.call(policy_of, manifests[0]) == "expert:reach"  # made again, random:1 closed
+    assert [w.manifest.policy for w in actor._workers.values()] == ["random:2", "expert:reach"]
+    assert closed == ["expert:reach", "random:1"] and actor._worker.manifest.policy == "random:2"
