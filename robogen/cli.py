@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import sys
 import warnings
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -156,7 +157,9 @@ def eval_cmd(
     breaking_level: Annotated[float | None, typer.Option(
         help="With --severities sweep: also locate where success falls to this fraction of "
         "nominal (default 0.8; half of nominal is always reported).")] = None,
-    splits: Annotated[str | None, typer.Option(help="Extra held-out levels: train,test.")] = None,
+    splits: Annotated[str | None, typer.Option(
+        help="Extra conditions per axis at severity 1 drawn from the axis's train or "
+        "held-out test value set: train,test.")] = None,
     combined: Annotated[
         bool | None, typer.Option("--combined/--no-combined", help="All axes together.")
     ] = None,
@@ -305,46 +308,65 @@ def compare_cmd(
     _print_comparison(files)
 
 
-def _print_comparison(files: dict[str, Path]) -> None:
+def _print_comparison(files: dict[str, Path], runs: Sequence[Any] = ()) -> None:
+    """Gaps side by side, the ranking per axis, then the comparison's (and ``runs``') paths."""
     import json
 
+    from rich import box
     from rich.console import Console
     from rich.table import Table
 
+    from robogen.reports.terminal import print_comparison
+
     c = Console()
     data = json.loads(Path(files["json"]).read_text())
-    t = Table(title="robustness ranking (most robust first; < separated by the Holm test)")
+    c.print()
+    print_comparison(data, c)
+    c.print()
+    c.print("ranking, most robust first (<: separated by the Holm test, ≈: not)",
+            highlight=False)
+    t = Table(box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False)
     t.add_column("axis")
-    t.add_column("order")
+    t.add_column("order", overflow="fold")
     for r in data["rankings"]:
         rel = [" < " if s else " ≈ " for s in r["separated"]]
         order = r["order"][0] + "".join(f"{x}{o}" for x, o in zip(rel, r["order"][1:],
                                                                   strict=True))
         t.add_row(r["axis"], order)
     c.print(t)
-    for kind in ("md", "html", "json"):
-        c.print(f"  compare.{kind}: {files[kind]}", highlight=False)
+    c.print()
+    for kind in ("html", "md", "json"):
+        c.print(f"  compare.{kind}: {files[kind]}", highlight=False, soft_wrap=True)
+    for o in runs:
+        if "html" in o.files:
+            c.print(f"  report.html: {o.files['html']}", highlight=False, soft_wrap=True)
 
 
 def _eval_several(cfg: Any, policies: list[str]) -> None:
-    from robogen.reports.multi import evaluate_policies
+    from robogen.reports.multi import comparison_out, evaluate_policies, run_dir_names
 
+    out = comparison_out(cfg)
+    cfg = cfg.model_copy(update={"out": out})
     try:
         with ProgressBars() as bars:
             outcome = _guard(evaluate_policies, cfg, policies,
                              progress_for=lambda uri: bars.stage(f"{cfg.env} / {uri}"))
     except KeyboardInterrupt:
+        runs = [out / name for name in run_dir_names(policies)]
+        steps = [f"robogen eval --resume {run}" if (run / "manifest.json").is_file()
+                 else f"the same robogen eval with only --policy {uri} and --out {run}"
+                 for uri, run in zip(policies, runs, strict=True)]
         sys.stderr.write(
-            "\ninterrupted; finish each unfinished run with robogen eval --resume OUT/RUN, "
-            "then compare them with robogen compare OUT/RUN_A OUT/RUN_B ... --out OUT/compare\n"
-        )
+            "\ninterrupted; finish the runs, then compare them:\n"
+            + "".join(f"  {s}\n" for s in steps)
+            + f"  robogen compare {' '.join(map(str, runs))} --out {out / 'compare'}\n")
         raise typer.Exit(130) from None
     from rich.console import Console
 
     for o in outcome.runs:
         Console().print(f"[bold green]done:[/] {o.n_episodes} episodes in {o.run_dir}",
                         highlight=False)
-    _print_comparison(outcome.files)
+    _print_comparison(outcome.files, outcome.runs)
 
 
 @app.command("report")

@@ -105,3 +105,28 @@ def test_fit_label_shortens_in_readable_steps():
     assert fit_label(name, "", 50) == "robogen/PickPlace-v0 / python:policies.py:make"
     assert fit_label("python:pkg.mod:factory", "", 40) == "python:pkg.mod:factory"
     assert len(fit_label(LONG, "episodes", 5)) <= 5
+
+
+def test_eta_is_the_stages_average_rate_not_the_last_two_updates(monkeypatch):
+    """Two workers' units often end together: 16 episodes reported 0.1 s apart after 4 s
+    are 4 episodes per second, so 96 left take 24 s (rich's own estimate said ~1 s)."""
+    import robogen.progress as progress
+
+    now = [0.0]
+    out = io.StringIO()
+    bars = ProgressBars(console=Console(file=out, width=80), log_interval_s=0.0)
+    monkeypatch.setattr(progress.time, "monotonic", lambda: now[0])
+    with bars:
+        bars._start()
+        bars._p.get_time = lambda: now[0]  # rich's clock
+        bars("eval", 0, 112)
+        now[0] = 3.9
+        bars("eval", 8, 112)
+        now[0] = 4.0
+        bars("eval", 16, 112)
+    task = bars._task(bars._tasks["eval"])
+    assert progress.eta_s(task) == pytest.approx(4.0 * 96 / 16)
+    assert out.getvalue().splitlines()[-1] == "eval: 16/112 episodes in 0:00:04, ETA 0:00:24"
+    # a resumed stage counts only what it did itself
+    task.fields["start_done"] = 8
+    assert progress.eta_s(task) == pytest.approx(4.0 * 96 / 8)

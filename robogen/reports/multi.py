@@ -58,6 +58,15 @@ def run_dir_names(policies: Sequence[str]) -> list[str]:
     return out
 
 
+def comparison_out(cfg: EvalConfig) -> Path:
+    """The parent directory of a several-policy evaluation: ``cfg.out``, else
+    ``runs/<env>-compare-<time>``."""
+    if cfg.out:
+        return Path(cfg.out)
+    slug = re.sub(r"[^A-Za-z0-9]+", "-", cfg.env).strip("-")
+    return Path("runs") / f"{slug}-compare-{time.strftime('%Y%m%d-%H%M%S')}"
+
+
 def evaluate_policies(
     cfg: EvalConfig,
     policies: Sequence[str],
@@ -90,9 +99,7 @@ def evaluate_policies(
             "--vecnormalize names one policy's statistics, but several --policy were given; "
             "evaluate that policy alone and compare the run dirs with robogen compare"
         )
-    slug = re.sub(r"[^A-Za-z0-9]+", "-", cfg.env).strip("-")
-    stamp = time.strftime("%Y%m%d-%H%M%S")
-    out = Path(cfg.out) if cfg.out else Path("runs") / f"{slug}-compare-{stamp}"
+    out = comparison_out(cfg)
     if out.exists() and not out.is_dir():
         raise RunDirError(f"--out {str(out)!r} is a file; give a new or empty directory")
     if out.exists() and any(out.iterdir()):
@@ -157,10 +164,9 @@ def _evaluate_all(
             stores: list[ResultStore] = []
             films: dict[int, dict[str, str]] = {}
             try:
-                for c in cfgs:
+                for c in cfgs:  # its eval_config.json keeps --videos: a resume films them
                     stores.append(run_evaluation(
-                        c.model_copy(update={"videos": 0}),
-                        progress=progress_for(c.policy) if progress_for else None,
+                        c, progress=progress_for(c.policy) if progress_for else None,
                         make_planner=sequential_planner))
                 filmed = [i for i, c in enumerate(cfgs) if c.videos > 0]
                 calls = [(str(stores[i].run_dir), cfgs[i].videos) for i in filmed]

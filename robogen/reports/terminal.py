@@ -12,6 +12,7 @@ terminal output).
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from robogen.reports.records import STATUS_NOT_OBSERVED, STATUS_OK, AxisGap, Report
@@ -111,4 +112,85 @@ def print_summary(report: Report, console: Console | Any) -> None:
     if report.gaps or report.combined_gaps:
         console.print(summary_table(report))
     for line in summary_notes(report):
+        console.print(line, markup=False, highlight=False)
+
+
+MAX_CI_RUNS = 3
+"""Most runs whose gaps the comparison table shows with intervals (more: gaps alone, to fit
+80 columns; ``compare.md`` has them all)."""
+
+
+def _letter(i: int) -> str:
+    return chr(ord("A") + i) if i < 26 else f"R{i + 1}"
+
+
+def comparison_lines(data: Mapping[str, Any]) -> list[str]:
+    """Lines printed before :func:`comparison_table`: each run's letter, label and nominal
+    success (``data``: ``compare.json`` as a dict)."""
+    out = []
+    for i, r in enumerate(data["runs"]):
+        out.append(f"{_letter(i)} = {r['label']}: nominal success {r['nominal_rate']:.2f} "
+                   f"[{r['nominal_ci_low']:.2f}, {r['nominal_ci_high']:.2f}]")
+    return out
+
+
+def comparison_table(data: Mapping[str, Any]) -> Table:
+    """The runs' gaps side by side, hardest condition first (``compare.json``'s order).
+
+    Columns: ``condition``; one ``gap`` per run (with its interval for up to
+    :data:`MAX_CI_RUNS` runs); for two runs the paired difference ``Δgap A-B`` with its
+    interval, starred when the Holm-adjusted sign-flip test has p < 0.05.
+    """
+    from rich import box
+    from rich.table import Table
+
+    runs = data["runs"]
+    with_ci = len(runs) <= MAX_CI_RUNS
+    gaps = [{g["condition"]: g for g in r["gaps"]} for r in runs]
+    diffs = {d["condition"]: d for d in data["differences"]
+             if len(runs) == 2 and (d["run_a"], d["run_b"]) == (runs[0]["label"],
+                                                                 runs[1]["label"])}
+    ci = f" [{data['confidence'] * 100:g}% CI]" if with_ci else ""
+    # one space between columns: two runs with intervals and their difference fit 80 columns
+    t = Table(box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False, padding=(0, 1),
+              collapse_padding=True)
+    t.add_column("condition", overflow="fold")
+    for i in range(len(runs)):
+        t.add_column(f"{_letter(i)} gap{ci}", no_wrap=True, justify="right")
+    if diffs:
+        t.add_column(f"Δgap A-B{ci}", no_wrap=True, justify="right")
+    for cond in data["conditions"]:
+        cells = []
+        for by_cond in gaps:
+            g = by_cond.get(cond)
+            if g is None or g["gap"] is None or not math.isfinite(g["gap"]):
+                cells.append(NA)
+            elif with_ci:
+                cells.append(f"{g['gap']:+.2f} [{g['ci_low']:+.2f}, {g['ci_high']:+.2f}]")
+            else:
+                cells.append(f"{g['gap']:+.2f}")
+        if diffs:
+            d = diffs.get(cond)
+            if d is None or d["difference"] is None or not math.isfinite(d["difference"]):
+                cells.append(NA)
+            else:
+                star = "*" if d["p_holm"] is not None and d["p_holm"] < 0.05 else " "
+                cells.append(f"{d['difference']:+.2f} [{d['ci_low']:+.2f}, "
+                             f"{d['ci_high']:+.2f}]{star}")
+        t.add_row(cond, *cells)
+    return t
+
+
+def print_comparison(data: Mapping[str, Any], console: Console | Any) -> None:
+    """Print the comparison of ``compare.json`` (as a dict): runs, gaps side by side, notes."""
+    for line in comparison_lines(data):
+        console.print(line, markup=False, highlight=False)
+    if data["conditions"]:
+        console.print(comparison_table(data))
+    notes = ["gap = nominal - perturbed success on the same episodes (paired)"]
+    if len(data["runs"]) == 2:
+        notes.append("Δgap A-B > 0: B loses less; *: Holm-adjusted sign-flip p < 0.05")
+    elif len(data["runs"]) > MAX_CI_RUNS:
+        notes.append("intervals and paired differences in compare.md")
+    for line in notes:
         console.print(line, markup=False, highlight=False)

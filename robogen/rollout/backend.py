@@ -164,6 +164,11 @@ class _Emitter:
             self._pending.clear()
 
 
+CLOSE_JOIN_S = 30.0
+"""How long :meth:`SerialBackend.close` waits for its worker thread to stop [s] (a policy
+hung inside one step is left behind, as after a unit timeout)."""
+
+
 class _UnitThread:
     """A daemon thread that owns one :class:`EpisodeWorker` and runs units on it.
 
@@ -174,6 +179,7 @@ class _UnitThread:
     def __init__(self, manifest: EvalManifest, device: str) -> None:
         self._jobs: queue.SimpleQueue[tuple[WorkUnit | None, Future[Any]]] = queue.SimpleQueue()
         self._ready: Future[None] = Future()
+        self._abort = threading.Event()  # the worker's: stops its unit between two steps
         self.name = f"serial:{os.getpid()}"
         self._thread = threading.Thread(target=self._main, args=(manifest, device),
                                         name="robogen-serial-worker", daemon=True)
@@ -187,6 +193,7 @@ class _UnitThread:
         except BaseException as e:  # noqa: BLE001 - handed to the driver thread
             self._ready.set_exception(e)
             return
+        worker.abort = self._abort
         self._ready.set_result(None)
         try:
             while True:
@@ -212,8 +219,14 @@ class _UnitThread:
         self._jobs.put((unit, fut))
         return fut
 
-    def stop(self) -> None:
+    def stop(self, *, abort: bool = False, join_s: float = 0.0) -> None:
+        """End the thread after its unit (``abort``: stop that unit between two steps),
+        then wait for it at most ``join_s`` [s]."""
+        if abort:
+            self._abort.set()
         self._jobs.put((None, Future()))
+        if join_s > 0:
+            self._thread.join(join_s)
 
 
 class SerialBackend(_Emitter):
@@ -289,6 +302,9 @@ class SerialBackend(_Emitter):
             on_unit(unit, results)
 
     def close(self) -> None:
+        """Stop the worker thread: its unit (if any, e.g. after Ctrl-C) is stopped between two
+        steps, and the thread is waited for (at most :data:`CLOSE_JOIN_S`), so that it is not
+        inside MuJoCo when the interpreter exits."""
         if self._worker is not None:
-            self._worker.stop()
+            self._worker.stop(abort=True, join_s=CLOSE_JOIN_S)
             self._worker = None

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import math
 import sys
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -112,6 +113,11 @@ def accepts_slots(policy: Any) -> bool:
     return policy_capabilities(policy).slots
 
 
+class UnitAborted(RuntimeError):
+    """:meth:`EpisodeWorker.run_unit` stopped between two steps because :attr:`EpisodeWorker.abort`
+    was set (the run is being closed, e.g. after Ctrl-C); the unit has no results."""
+
+
 NO_POLICY = ("the worker could not load the policy: {error}; the unit's episodes are "
              "recorded as 'infra_error' (robogen eval --resume RUN_DIR retries them)")
 
@@ -148,6 +154,9 @@ class EpisodeWorker:
         self._action_shape: tuple[int, ...] = tuple(
             getattr(self._envs[0].action_space, "shape", ()) or ()
         )
+        self.abort = threading.Event()
+        """Set (from any thread) to stop the unit being run between two steps
+        (:class:`UnitAborted`): a closing run does not wait for its last unit."""
         self.frame_hook: Callable[[int, Any], None] | None = None
         """Called as ``frame_hook(episode_index, env)`` after the reset and after every step
         (videos)."""
@@ -302,6 +311,8 @@ class EpisodeWorker:
         # that they stay even as episodes end (the frames are drawn in slot order).
         halves = self._takes_slots and self.manifest.obs_mode != "state" and n > 1
         while not all(s.done for s in slots):
+            if self.abort.is_set():
+                raise UnitAborted(f"unit {unit.unit_id} stopped: its run is being closed")
             if halves:
                 running = [k for k in range(n) if not slots[k].done]
                 middle = (len(running) + 1) // 2

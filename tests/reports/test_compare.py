@@ -95,6 +95,34 @@ def test_compare_cli_writes_json_md_html(runs, tmp_path) -> None:
     assert "data:image/png;base64," in (out / "compare.html").read_text()
 
 
+def test_compare_prints_both_gaps_and_their_difference_in_80_columns(runs, tmp_path) -> None:
+    """The terminal gets the gaps side by side with intervals and the paired difference, the
+    values of compare.json, hardest condition first, no line over 80 columns (a pipe)."""
+    out = tmp_path / "cmp"
+    res = cli.invoke(app, ["compare", str(runs["expert"]), str(runs["degraded"]), "--out",
+                           str(out)], env={"COLUMNS": "80"})
+    assert res.exit_code == 0, res.output
+    lines = res.output.splitlines()
+    wide = [ln for ln in lines if len(ln) > 80 and str(out) not in ln]  # paths stay whole
+    assert not wide, wide
+    data = json.loads((out / "compare.json").read_text())
+    assert "A = expert: nominal success" in res.output
+    assert "B = degraded: nominal success" in res.output
+    rows = {ln.split()[0]: ln for ln in lines if re.match(r"(embodiment|physics)@1 ", ln)}
+    assert list(rows) == data["conditions"] == ["embodiment@1", "physics@1"]
+    gaps = [{g["condition"]: g for g in r["gaps"]} for r in data["runs"]]
+    diff = {d["condition"]: d for d in data["differences"]}
+    for cond, line in rows.items():
+        want = [f"{g[cond]['gap']:+.2f} [{g[cond]['ci_low']:+.2f}, {g[cond]['ci_high']:+.2f}]"
+                for g in gaps]
+        d = diff[cond]
+        want.append(f"{d['difference']:+.2f} [{d['ci_low']:+.2f}, {d['ci_high']:+.2f}]")
+        assert re.findall(r"[+-]\d\.\d\d \[[+-]\d\.\d\d, [+-]\d\.\d\d\]", line) == want, line
+    # the degraded policy loses under embodiment only: a decided difference, starred
+    assert rows["embodiment@1"].rstrip().endswith("]*") and diff["embodiment@1"]["p_holm"] < 0.05
+    assert not rows["physics@1"].rstrip().endswith("*")
+
+
 @pytest.mark.parametrize(
     ("names", "needle"),
     [
@@ -179,3 +207,47 @@ def test_several_policy_eval_starts_at_most_one_figure_helper_per_core(tmp_path,
     for run in ("expert-reach", "nominal_kinematics_reach"):
         pngs = sorted(p.name for p in (out / run / "plots").glob("*.png"))
         assert pngs == ["conditions.png", "gaps.png", "severity.png"], (run, pngs)
+
+
+def test_an_interrupted_several_policy_eval_says_how_to_finish_and_that_advice_works(
+        tmp_path) -> None:
+    """Ctrl-C during the first policy: exit 130 and one concrete command per run (resume the
+    started run, start the other), then the compare; followed, they give every run its
+    failure videos (the run keeps --videos) and the comparison."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    out = tmp_path / "multi"
+    robogen = [sys.executable, "-m", "robogen.cli"]
+    protocol = ["--env", "robogen/Reach-v0", "--axes", "embodiment", "--severities", "1",
+                "--episodes", "60", "--batch-size", "2", "--backend", "serial",
+                "--videos", "1"]
+    proc = subprocess.Popen([*robogen, "eval", "--policy", DEGRADED, "--policy", "expert:reach",
+                             *protocol, "--out", str(out)], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    first, second = out / "nominal_kinematics_reach", out / "expert-reach"
+    deadline = time.monotonic() + 120
+    while not list((first / "episodes").glob("*.parquet")) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    os.kill(proc.pid, signal.SIGINT)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err[-2000:]
+    steps = err[err.index("interrupted; finish the runs"):].splitlines()[1:]
+    assert steps == [f"  robogen eval --resume {first}",
+                     f"  the same robogen eval with only --policy expert:reach and --out {second}",
+                     f"  robogen compare {first} {second} --out {out / 'compare'}"], err
+    assert not second.exists()
+    resumed = subprocess.run([*robogen, "eval", "--resume", str(first)], capture_output=True,
+                             text=True, timeout=300)
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    assert list((first / "videos").glob("embodiment-*.mp4"))  # --videos 1 kept by the run
+    started = subprocess.run([*robogen, "eval", "--policy", "expert:reach", *protocol,
+                              "--out", str(second)], capture_output=True, text=True,
+                             timeout=300)
+    assert started.returncode == 0, started.stderr[-2000:]
+    res = cli.invoke(app, ["compare", str(first), str(second), "--out", str(out / "compare")])
+    assert res.exit_code == 0, res.output
+    assert (out / "compare" / "compare.html").is_file()

@@ -199,3 +199,26 @@ def test_ray_workers_run_xla_on_one_thread_after_the_users_flags(monkeypatch):
     monkeypatch.setenv("XLA_FLAGS", "--xla_cpu_multi_thread_eigen=true")
     flags = _worker_env()["XLA_FLAGS"].split()
     assert flags[-1] == "--xla_cpu_multi_thread_eigen=true" and len(flags) == 3
+
+
+def test_ctrl_c_on_a_serial_eval_stops_its_unit_and_exits_130(tmp_path):
+    """Ctrl-C: the worker thread stops its unit between two steps and is waited for, so the
+    process exits 130 with the resume command; before, that thread was still inside MuJoCo
+    when the interpreter exited and the process crashed (SIGSEGV) in most tries."""
+    degraded = Path(__file__).resolve().parents[1] / "check" / "degraded_policies.py"
+    out = tmp_path / "run"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "robogen.cli", "eval", "--env", "robogen/Reach-v0", "--policy",
+         f"python:{degraded}:nominal_kinematics_reach", "--axes", "embodiment",
+         "--severities", "1", "--episodes", "60", "--batch-size", "2", "--backend", "serial",
+         "--videos", "0", "--out", str(out)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 120
+    while not list((out / "episodes").glob("unit-*.parquet")) and time.time() < deadline:
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err[-2000:]
+    assert f"interrupted; finish it with: robogen eval --resume {out}" in err
+    store = ResultStore.open(out)
+    assert 0 < len(store.done_units()) < len(plan_units(store.manifest))
