@@ -37,6 +37,14 @@ CKPT_MISSING = "BC checkpoint {path} does not exist; expected a directory writte
 CKPT_INCOMPLETE = (
     "BC checkpoint {path} has no {meta} (an interrupted save?); re-save it with save_bc()"
 )
+CKPT_NOT_A_DIR = (
+    "BC checkpoint {path} is a file, not a checkpoint; expected a directory written by "
+    "save_bc() (with bc.json and params.msgpack)"
+)
+CKPT_NOT_BC = (
+    "{path} is not a BC checkpoint: it has neither {meta} nor {params}; expected a directory "
+    "written by save_bc()"
+)
 CKPT_CORRUPT = "BC checkpoint {path} cannot be read ({why}); re-save it with save_bc()"
 
 
@@ -89,7 +97,12 @@ def load_bc(path: str | os.PathLike[str]) -> BCModel:
     root = p.parent if p.name == META_FILE else p
     if not root.exists():
         raise CheckpointError(CKPT_MISSING.format(path=root))
+    if not root.is_dir():
+        raise CheckpointError(CKPT_NOT_A_DIR.format(path=root))
     if not (root / META_FILE).is_file():
+        if not (root / PARAMS_FILE).is_file():
+            raise CheckpointError(CKPT_NOT_BC.format(path=root, meta=META_FILE,
+                                                     params=PARAMS_FILE))
         raise CheckpointError(CKPT_INCOMPLETE.format(path=root, meta=META_FILE))
     try:
         meta = json.loads((root / META_FILE).read_text())

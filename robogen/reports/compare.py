@@ -340,7 +340,11 @@ def compare_dirs(
         raise RunDirError(f"--out {str(out)!r} is a file; give a new or empty directory")
     if fresh_out and out.exists() and any(out.iterdir()):
         raise RunDirError(f"--out {str(out)!r} is not empty; give a new or empty directory")
-    resolved = {Path(p).resolve() for p in run_dirs}
+    resolved = [Path(p).resolve() for p in run_dirs]
+    twice = sorted({str(p) for p in run_dirs if resolved.count(Path(p).resolve()) > 1})
+    if twice:
+        raise InvalidSpecError(f"the same run directory is given twice: {', '.join(twice)}; "
+                               "compare different runs")
     if out.resolve() in resolved:
         raise RunDirError(f"--out {str(out)!r} is one of the compared runs; give another directory")
     runs = [load_run(p) for p in run_dirs]

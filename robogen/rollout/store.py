@@ -120,10 +120,11 @@ class ResultStore:
             raise RunDirError(f"run directory {str(run_dir)!r} does not exist")
         path = run_dir / MANIFEST
         if not path.is_file():
+            runs = sorted(str(d) for d in run_dir.iterdir() if (d / MANIFEST).is_file())
+            hint = (f"; it holds the runs {', '.join(runs)} (of a several-policy evaluation?): "
+                    "give those" if runs else " (start a run with robogen eval --out DIR)")
             raise RunDirError(
-                f"{str(run_dir)!r} is not a robogen run directory: it has no {MANIFEST} "
-                "(start a run with robogen eval --out DIR)"
-            )
+                f"{str(run_dir)!r} is not a robogen run directory: it has no {MANIFEST}{hint}")
         try:
             manifest = EvalManifest.from_dict(json.loads(path.read_text()))
         except (ValueError, KeyError, TypeError) as e:

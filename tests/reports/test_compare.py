@@ -131,13 +131,18 @@ def test_compare_prints_both_gaps_and_their_difference_in_80_columns(runs, tmp_p
         (["expert", "n6"], "n_episodes: expert 10 vs n6 6"),
         (["expert", "not_a_run"], "is not a robogen run directory"),
         (["expert", "missing"], "does not exist"),
+        (["expert", "expert"], "the same run directory is given twice"),
+        (["expert", "parent"], "it has no manifest.json; it holds the runs"),
     ],
-    ids=["one-run", "other-seed", "other-n", "non-run-dir", "missing-dir"],
+    ids=["one-run", "other-seed", "other-n", "non-run-dir", "missing-dir", "same-run-twice",
+         "several-policy-parent"],
 )
 def test_bad_input_is_exit_2_and_writes_nothing(runs, tmp_path, names, needle) -> None:
     (tmp_path / "not_a_run").mkdir()
     (tmp_path / "not_a_run" / "notes.txt").write_text("hello")
     paths = [str(runs.get(n, tmp_path / n)) for n in names]
+    if "parent" in names:  # the --out of a several-policy eval, given instead of its runs
+        paths[1] = str(runs["expert"].parent)
     out = tmp_path / "cmp"
     res = cli.invoke(app, ["compare", *paths, "--out", str(out)])
     assert res.exit_code == 2, res.output

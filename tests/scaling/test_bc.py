@@ -151,6 +151,11 @@ def test_checkpoint_errors(tmp_path, ensemble):
     (path / "bc.json").unlink()
     with pytest.raises(CheckpointError, match="interrupted save"):
         load_bc(path)
+    (tmp_path / "notes.txt").write_text("hello")  # a user's wrong path: not "interrupted"
+    with pytest.raises(CheckpointError, match="notes.txt is a file, not a checkpoint"):
+        load_bc(tmp_path / "notes.txt")
+    with pytest.raises(CheckpointError, match="is not a BC checkpoint: it has neither bc.json"):
+        load_bc(tmp_path)
 
 
 def test_bad_training_inputs(data):
