@@ -341,12 +341,12 @@ def compare_dirs(
     if fresh_out and out.exists() and any(out.iterdir()):
         raise RunDirError(f"--out {str(out)!r} is not empty; give a new or empty directory")
     resolved = [Path(p).resolve() for p in run_dirs]
+    if out.resolve() in resolved:
+        raise RunDirError(f"--out {str(out)!r} is one of the compared runs; give another directory")
+    runs = [load_run(p) for p in run_dirs]  # each run's own errors first
     twice = sorted({str(p) for p in run_dirs if resolved.count(Path(p).resolve()) > 1})
     if twice:
         raise InvalidSpecError(f"the same run directory is given twice: {', '.join(twice)}; "
                                "compare different runs")
-    if out.resolve() in resolved:
-        raise RunDirError(f"--out {str(out)!r} is one of the compared runs; give another directory")
-    runs = [load_run(p) for p in run_dirs]
     comparison = compare_runs(runs, confidence=confidence, n_boot=n_boot)
     return write_comparison(comparison, out)
