@@ -312,28 +312,13 @@ def _print_comparison(files: dict[str, Path], runs: Sequence[Any] = ()) -> None:
     """Gaps side by side, the ranking per axis, then the comparison's (and ``runs``') paths."""
     import json
 
-    from rich import box
     from rich.console import Console
-    from rich.table import Table
 
     from robogen.reports.terminal import print_comparison
 
     c = Console()
-    data = json.loads(Path(files["json"]).read_text())
     c.print()
-    print_comparison(data, c)
-    c.print()
-    c.print("ranking, most robust first (<: separated by the Holm test, ≈: not)",
-            highlight=False)
-    t = Table(box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False)
-    t.add_column("axis")
-    t.add_column("order", overflow="fold")
-    for r in data["rankings"]:
-        rel = [" < " if s else " ≈ " for s in r["separated"]]
-        order = r["order"][0] + "".join(f"{x}{o}" for x, o in zip(rel, r["order"][1:],
-                                                                  strict=True))
-        t.add_row(r["axis"], order)
-    c.print(t)
+    print_comparison(json.loads(Path(files["json"]).read_text()), c)
     c.print()
     for kind in ("html", "md", "json"):
         c.print(f"  compare.{kind}: {files[kind]}", highlight=False, soft_wrap=True)

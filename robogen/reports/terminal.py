@@ -28,10 +28,15 @@ SHORT_STATUS = {STATUS_OK: "", STATUS_NOT_OBSERVED: "not observed"}
 NA = "n/a"
 
 
-def _gap_text(g: AxisGap) -> str:
-    if not math.isfinite(g.gap):
+def _interval_text(value: float | None, low: float, high: float) -> str:
+    """``+0.96 [+0.90, +1.00]``; :data:`NA` for a missing or non-finite value."""
+    if value is None or not math.isfinite(value):
         return NA
-    return f"{g.gap:+.2f} [{g.ci_low:+.2f}, {g.ci_high:+.2f}]"
+    return f"{value:+.2f} [{low:+.2f}, {high:+.2f}]"
+
+
+def _gap_text(g: AxisGap) -> str:
+    return _interval_text(g.gap, g.ci_low, g.ci_high)
 
 
 def _multi_rows(report: Report) -> tuple[list[AxisGap], int]:
@@ -162,27 +167,38 @@ def comparison_table(data: Mapping[str, Any]) -> Table:
     for cond in data["conditions"]:
         cells = []
         for by_cond in gaps:
-            g = by_cond.get(cond)
-            if g is None or g["gap"] is None or not math.isfinite(g["gap"]):
-                cells.append(NA)
-            elif with_ci:
-                cells.append(f"{g['gap']:+.2f} [{g['ci_low']:+.2f}, {g['ci_high']:+.2f}]")
-            else:
-                cells.append(f"{g['gap']:+.2f}")
+            g = by_cond.get(cond) or {"gap": None, "ci_low": 0.0, "ci_high": 0.0}
+            text = _interval_text(g["gap"], g["ci_low"], g["ci_high"])
+            cells.append(text if with_ci or text == NA else text.split(" [")[0])
         if diffs:
-            d = diffs.get(cond)
-            if d is None or d["difference"] is None or not math.isfinite(d["difference"]):
-                cells.append(NA)
-            else:
-                star = "*" if d["p_holm"] is not None and d["p_holm"] < 0.05 else " "
-                cells.append(f"{d['difference']:+.2f} [{d['ci_low']:+.2f}, "
-                             f"{d['ci_high']:+.2f}]{star}")
+            d = diffs.get(cond) or {"difference": None, "ci_low": 0.0, "ci_high": 0.0,
+                                    "p_holm": None}
+            text = _interval_text(d["difference"], d["ci_low"], d["ci_high"])
+            decided = text != NA and d["p_holm"] is not None and d["p_holm"] < 0.05
+            cells.append(text + ("*" if decided else " "))
         t.add_row(cond, *cells)
     return t
 
 
+def ranking_table(data: Mapping[str, Any]) -> Table:
+    """One row per axis (and ``overall``): the runs most robust first, ``<`` where the
+    Holm-adjusted test separates neighbours, ``≈`` where it does not."""
+    from rich import box
+    from rich.table import Table
+
+    t = Table(box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False)
+    t.add_column("axis")
+    t.add_column("order", overflow="fold")
+    for r in data["rankings"]:
+        rel = [" < " if s else " ≈ " for s in r["separated"]]
+        t.add_row(r["axis"], r["order"][0] + "".join(
+            f"{x}{o}" for x, o in zip(rel, r["order"][1:], strict=True)))
+    return t
+
+
 def print_comparison(data: Mapping[str, Any], console: Console | Any) -> None:
-    """Print the comparison of ``compare.json`` (as a dict): runs, gaps side by side, notes."""
+    """Print the comparison of ``compare.json`` (as a dict): runs, gaps side by side, notes,
+    then the ranking per axis."""
     for line in comparison_lines(data):
         console.print(line, markup=False, highlight=False)
     if data["conditions"]:
@@ -194,3 +210,7 @@ def print_comparison(data: Mapping[str, Any], console: Console | Any) -> None:
         notes.append("intervals and paired differences in compare.md")
     for line in notes:
         console.print(line, markup=False, highlight=False)
+    console.print()
+    console.print("ranking, most robust first (<: separated by the Holm test, ≈: not)",
+                  markup=False, highlight=False)
+    console.print(ranking_table(data))

@@ -256,3 +256,32 @@ def test_an_interrupted_several_policy_eval_says_how_to_finish_and_that_advice_w
     res = cli.invoke(app, ["compare", str(first), str(second), "--out", str(out / "compare")])
     assert res.exit_code == 0, res.output
     assert (out / "compare" / "compare.html").is_file()
+
+
+def test_four_policies_show_gaps_without_intervals_in_80_columns() -> None:
+    """Past three runs the table keeps to gaps (compare.md has the intervals), so it still
+    fits 80 columns; a condition a run lacks reads n/a."""
+    import io
+
+    from rich.console import Console
+
+    from robogen.reports.terminal import print_comparison
+
+    def run(label: str, gap: float) -> dict:
+        return {"label": label, "nominal_rate": 0.9, "nominal_ci_low": 0.8,
+                "nominal_ci_high": 0.95,
+                "gaps": [{"condition": "lighting@1", "gap": gap, "ci_low": gap - 0.1,
+                          "ci_high": gap + 0.1}]}
+
+    data = {"runs": [run(f"policy_{i}", 0.1 * i) for i in range(4)],
+            "conditions": ["lighting@1", "texture@1"], "differences": [], "rankings": [],
+            "confidence": 0.95}
+    out = io.StringIO()
+    print_comparison(data, Console(file=out, width=80))
+    lines = out.getvalue().splitlines()
+    assert all(len(ln) <= 80 for ln in lines), lines
+    assert "D = policy_3: nominal success 0.90 [0.80, 0.95]" in lines
+    assert next(ln for ln in lines if ln.startswith("lighting@1")).split() == [
+        "lighting@1", "+0.00", "+0.10", "+0.20", "+0.30"]
+    assert next(ln for ln in lines if ln.startswith("texture@1")).split()[1:] == ["n/a"] * 4
+    assert "intervals and paired differences in compare.md" in lines
