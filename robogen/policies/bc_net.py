@@ -234,6 +234,65 @@ class _Conv(nn.Conv):
         return space_to_depth_conv(inputs, kernel, s) + bias
 
 
+@jax.custom_vjp
+def dense_matmul(x: jax.Array, w: jax.Array) -> jax.Array:
+    """``x @ w`` over the last axis of ``x`` (a ``Dense`` layer's product) whose weight gradient
+    runs as an untransposed matmul on XLA:CPU.
+
+    The forward pass is ``lax.dot_general`` exactly as ``flax.linen.Dense`` calls it (same
+    result, bit for bit). In the backward pass autodiff computes the weight gradient
+    ``x^T @ g`` with the contraction over ``x``'s leading (batch) axis, which XLA:CPU hands to a
+    kernel that reads ``x`` transposed: measured at batch 256, K x (256x256)^T @ (256x256)
+    products of 4 models run at ~165 GFLOP/s against ~205 for the untransposed product on the
+    same 2 cores. Here ``x^T`` is materialized first (an ``optimization_barrier`` keeps XLA from
+    folding the transpose back into the dot), so the product is a plain matmul; the copy is one
+    pass over the layer's input. On other backends the usual product is used.
+
+    Args:
+        x: ``(..., D) float32`` inputs.
+        w: ``(D, F) float32`` kernel.
+
+    Returns:
+        ``(..., F) float32``; the gradients equal autodiff's to float32 rounding (another
+        summation order).
+    """
+    return jax.lax.dot_general(x, w, (((x.ndim - 1,), (0,)), ((), ())))
+
+
+def _dense_matmul_fwd(x: jax.Array, w: jax.Array) -> tuple[jax.Array, tuple[jax.Array, jax.Array]]:
+    return dense_matmul(x, w), (x, w)
+
+
+def _dense_matmul_bwd(res: tuple[jax.Array, jax.Array], g: jax.Array
+                      ) -> tuple[jax.Array, jax.Array]:
+    x, w = res
+    dx = jax.lax.dot_general(g, w, (((g.ndim - 1,), (1,)), ((), ())))
+    x2, g2 = x.reshape(-1, x.shape[-1]), g.reshape(-1, g.shape[-1])
+    if jax.default_backend() != "cpu":
+        return dx, jax.lax.dot_general(x2, g2, (((0,), (0,)), ((), ())))
+    return dx, jax.lax.optimization_barrier(x2.T) @ g2
+
+
+dense_matmul.defvjp(_dense_matmul_fwd, _dense_matmul_bwd)
+
+
+def _dense_dot_general(lhs: jax.Array, rhs: jax.Array, dimension_numbers: Any,
+                       precision: Any = None, preferred_element_type: Any = None) -> jax.Array:
+    """``lax.dot_general`` for ``flax.linen.Dense`` computed by :func:`dense_matmul` (Dense's
+    own contraction: the last axis of ``lhs`` with the kernel's first, no batch axes)."""
+    if (dimension_numbers != (((lhs.ndim - 1,), (0,)), ((), ())) or rhs.ndim != 2
+            or precision is not None or preferred_element_type is not None):
+        return jax.lax.dot_general(lhs, rhs, dimension_numbers, precision=precision,
+                                   preferred_element_type=preferred_element_type)
+    return dense_matmul(lhs, rhs)
+
+
+def _dense(features: int) -> nn.Dense:
+    """``nn.Dense(features)`` (same parameters and names) whose weight gradient is computed by
+    :func:`dense_matmul`."""
+    return nn.Dense(features, dot_general=_dense_dot_general)
+
+
 class PolicyNet(nn.Module):
     """MLP or CNN(+state) trunk with a ``tanh`` action head; inputs are pre-normalized.
 
@@ -260,7 +319,7 @@ class PolicyNet(nn.Module):
                 parts.append(_spatial_softmax(
                     nn.Conv(cfg.keypoints, (1, 1), name=f"Conv_{len(cfg.conv_channels)}")(x)))
             x = x.reshape((*x.shape[:-3], -1))
-            x = jnp.tanh(nn.LayerNorm()(nn.Dense(cfg.feature_dim)(x)))
+            x = jnp.tanh(nn.LayerNorm()(_dense(cfg.feature_dim)(x)))
             parts.append(x)
         if state is not None:
             if cfg.state_indices is not None:
@@ -268,8 +327,8 @@ class PolicyNet(nn.Module):
             parts.append(state)
         h = jnp.concatenate(parts, axis=-1) if len(parts) > 1 else parts[0]
         for width in cfg.hidden:
-            h = nn.relu(nn.Dense(width)(h))
-        return jnp.tanh(nn.Dense(self.act_dim)(h))
+            h = nn.relu(_dense(width)(h))
+        return jnp.tanh(_dense(self.act_dim)(h))
 
 
 @dataclass(frozen=True, eq=False)
