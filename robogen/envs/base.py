@@ -105,9 +105,13 @@ class MujocoScene(Protocol):
             :class:`~robogen.envs.render.PendingFrame` objects drawn on the render thread
             (resolve them with :func:`~robogen.envs.render.resolve_frames`); the rollout
             worker sets it for pixel modes.
+        render_lane: Render lane (thread and GL context, :mod:`robogen.envs.render`) that
+            draws this env's frames (default 0; the rollout worker spreads a batch of envs
+            over its lanes).
     """
 
     defer_frames: bool
+    render_lane: int
 
     @property
     def model(self) -> mujoco.MjModel: ...

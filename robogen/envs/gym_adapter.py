@@ -321,6 +321,9 @@ class GymMujocoAdapter(gym.Wrapper[Any, Any, Any, Any], gym.utils.RecordConstruc
         """Pixel observations are :class:`~robogen.envs.render.PendingFrame` objects, drawn
         on the render thread while the caller goes on (resolve them with
         :func:`~robogen.envs.render.resolve_frames`); set by the rollout worker."""
+        self.render_lane = 0
+        """Render lane drawing this env's frames (see :mod:`robogen.envs.render`); set by the
+        rollout worker."""
         self._episode_return = 0.0
         inner = env.unwrapped
         self._inner_obs_shape = self._state_shape()
@@ -461,7 +464,9 @@ class GymMujocoAdapter(gym.Wrapper[Any, Any, Any, Any], gym.utils.RecordConstruc
             cam = self._camera_id(name)
             self._cam_cache = (model, name, cam)
         if self._renderer is None:
-            self._renderer = OffscreenRenderer(self.model, grow=True)
+            self._renderer = OffscreenRenderer(self.model, grow=True, lane=self.render_lane)
+        elif self._renderer.lane != self.render_lane:
+            self._renderer.set_lane(self.render_lane)
         if defer:
             return self._renderer.render_async(self.data, cam, width, height)
         return self._renderer.render(self.data, cam, width, height)

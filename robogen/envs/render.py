@@ -1,11 +1,15 @@
-"""Offscreen rendering for robogen's envs: one OpenGL thread per process, frames on demand.
+"""Offscreen rendering for robogen's envs: OpenGL on render threads, frames on demand.
 
-Every OpenGL call of the process runs on one thread, ``robogen-render``, which
-owns the process's one offscreen context (EGL, OSMesa or GLFW, as ``MUJOCO_GL``
-says). Envs keep an :class:`OffscreenRenderer` each; renderers whose models
+Every OpenGL call of the process runs on a render thread, ``robogen-render`` (lane 0),
+which owns an offscreen context (EGL, OSMesa or GLFW, as ``MUJOCO_GL`` says). A
+renderer may be put on another lane (``lane=1``: thread ``robogen-render-1`` with
+its own context), so that two frames are drawn at once: the serial backend draws
+the frames of a batch of envs on two lanes when the process has two cores or
+more (a Ray worker, one core each, keeps one lane). Envs keep an
+:class:`OffscreenRenderer` each; renderers of one lane whose models
 upload the same assets (:func:`context_key`: textures, meshes, height fields,
 skins, materials' texture use, plane sizes, buffer sizes and quality settings)
-share one ``MjrContext`` (framebuffer and uploaded textures) inside that context.
+share one ``MjrContext`` (framebuffer and uploaded textures) inside that lane's context.
 A batch of envs of one scene draws from one set of GL objects: 8 contexts cost
 6-19% more render-thread CPU per 84x84 frame than one (Mesa llvmpipe, PickPlace,
 Push; ``benchmarks/bench_rollout.py --only contexts``). A renderer whose textures
@@ -82,28 +86,52 @@ FRAME_TOO_LARGE = (
 # reentrant: a renderer collected by the garbage collector while this thread holds the lock
 # (any allocation under it may run a collection) takes it again in ``__del__``
 _lock = threading.RLock()
-_shared: dict[bytes, _Shared] = {}  # context_key -> context, guarded by _lock
-_tasks: queue.SimpleQueue[RenderTask[Any] | None] | None = None  # the render thread's inbox
 _stopped = False  # set at exit: no render thread is started any more
-_gl: Any = None  # mujoco.GLContext, touched only on the render thread
-_render_ident: int | None = None  # threading.get_ident() of the render thread
+
+
+class _Lane:
+    """One render thread, its GL context and the ``MjrContext`` s shared on it."""
+
+    __slots__ = ("gl", "ident", "index", "shared", "tasks")
+
+    def __init__(self, index: int) -> None:
+        self.index = index
+        self.shared: dict[bytes, _Shared] = {}  # context_key -> context, guarded by _lock
+        self.tasks: queue.SimpleQueue[RenderTask[Any] | None] | None = None  # the inbox
+        self.gl: Any = None  # mujoco.GLContext, touched only on this lane's thread
+        self.ident: int | None = None  # threading.get_ident() of this lane's thread
+
+
+_lanes: list[_Lane] = [_Lane(0)]  # grown under _lock, never shrunk (but after a fork)
+
+
+def _lane(index: int) -> _Lane:
+    """Lane ``index`` (made on first use)."""
+    lanes = _lanes
+    if index < len(lanes):
+        return lanes[index]
+    if index < 0:
+        raise ValueError(f"render lane must be >= 0, got {index}")
+    with _lock:
+        while len(_lanes) <= index:
+            _lanes.append(_Lane(len(_lanes)))
+        return _lanes[index]
 
 
 def _render_failed(e: BaseException) -> RenderError:
     return RenderError(RENDER_FAILED.format(backend=os.environ.get("MUJOCO_GL"), error=e))
 
 
-def _with_context(fn: Callable[..., T], *args: Any) -> T:
-    """Run ``fn(*args)`` on the render thread with the process's GL context current."""
-    global _gl, _render_ident
-    if _gl is None:
-        _render_ident = threading.get_ident()
+def _with_context(lane: _Lane, fn: Callable[..., T], *args: Any) -> T:
+    """Run ``fn(*args)`` on ``lane``'s thread with its GL context current."""
+    if lane.gl is None:
+        lane.ident = threading.get_ident()
         try:
-            _gl = mujoco.GLContext(64, 64)
-            _gl.make_current()
+            gl = mujoco.GLContext(64, 64)
+            gl.make_current()
         except Exception as e:  # noqa: BLE001 - any backend failure gets the same fix
-            _gl = None
             raise _render_failed(e) from e
+        lane.gl = gl
     return fn(*args)
 
 
@@ -125,9 +153,9 @@ class RenderTask(Generic[T]):
         self._done = _thread.allocate_lock()
         self._done.acquire()  # released by the render thread when the task has run
 
-    def _run(self) -> None:
+    def _run(self, lane: _Lane) -> None:
         try:
-            self._result = _with_context(self._fn, *self._args)
+            self._result = _with_context(lane, self._fn, *self._args)
         except BaseException as e:  # noqa: BLE001 - handed to whoever waits for the task
             self._error = e
         finally:
@@ -162,63 +190,67 @@ class RenderTask(Generic[T]):
         return self._result  # type: ignore[return-value]
 
 
-def _serve(tasks: queue.SimpleQueue[RenderTask[Any] | None]) -> None:
-    """The render thread: run queued tasks in order until a ``None``."""
+def _serve(lane: _Lane, tasks: queue.SimpleQueue[RenderTask[Any] | None]) -> None:
+    """A render thread: run ``lane``'s queued tasks in order until a ``None``."""
     while (task := tasks.get()) is not None:
-        task._run()  # noqa: SLF001 - the render thread is the task's runner
+        task._run(lane)  # noqa: SLF001 - the render thread is the task's runner
 
 
-def submit(fn: Callable[..., T], *args: Any) -> RenderTask[T]:
-    """Run ``fn(*args)`` on the render thread (GL context current); returns its task."""
-    global _tasks
+def submit(fn: Callable[..., T], *args: Any, lane: int = 0) -> RenderTask[T]:
+    """Run ``fn(*args)`` on render lane ``lane``'s thread (its GL context current); returns
+    its task."""
     task = RenderTask(fn, args)
-    tasks = _tasks
+    ln = _lane(lane)
+    tasks = ln.tasks
     if tasks is None:
         with _lock:
             if _stopped:  # e.g. a renderer collected while the interpreter exits
                 raise RuntimeError("the render thread has stopped (interpreter exit)")
-            if _tasks is None:
-                _tasks = queue.SimpleQueue()
-                threading.Thread(target=_serve, args=(_tasks,), name="robogen-render",
+            if ln.tasks is None:
+                ln.tasks = queue.SimpleQueue()
+                name = "robogen-render" if ln.index == 0 else f"robogen-render-{ln.index}"
+                threading.Thread(target=_serve, args=(ln, ln.tasks), name=name,
                                  daemon=True).start()
-            tasks = _tasks
+            tasks = ln.tasks
     tasks.put(task)
     return task
 
 
-def call(fn: Callable[..., T], *args: Any) -> T:
-    """Run ``fn(*args)`` on the render thread and wait for its result (or its exception).
+def call(fn: Callable[..., T], *args: Any, lane: int = 0) -> T:
+    """Run ``fn(*args)`` on render lane ``lane``'s thread and wait for its result (or its
+    exception).
 
     Raises:
         RenderTimeoutError: If it does not end within :data:`FRAME_TIMEOUT_S`.
     """
-    if threading.get_ident() == _render_ident:
+    if threading.get_ident() == _lane(lane).ident:
         return fn(*args)  # already there (e.g. a finalizer run by the render thread)
-    return submit(fn, *args).result(timeout=FRAME_TIMEOUT_S)
-
-
-def _free_context() -> None:
-    global _gl
-    if _gl is not None:
-        _gl.free()
-        _gl = None
+    return submit(fn, *args, lane=lane).result(timeout=FRAME_TIMEOUT_S)
 
 
 def _shutdown() -> None:
-    """Free the GL context on its thread and stop the thread (at exit)."""
-    global _tasks, _stopped
+    """Free each lane's GL context on its thread and stop the threads (at exit)."""
+    global _stopped
     with _lock:
         _stopped = True
-    if _tasks is None:
-        return
-    try:
-        submit(_free_context).result(timeout=10)
-    except Exception:  # noqa: BLE001 - EGL teardown at exit is best effort
-        pass
-    with _lock:
-        tasks, _tasks = _tasks, None
-    if tasks is not None:
-        tasks.put(None)
+        lanes = list(_lanes)
+    for ln in lanes:
+        if ln.tasks is None:
+            continue
+
+        def free(ln: _Lane = ln) -> None:
+            if ln.gl is not None:
+                ln.gl.free()
+                ln.gl = None
+
+        try:
+            submit(free, lane=ln.index).result(timeout=10)
+        except Exception:  # noqa: BLE001 - EGL teardown at exit is best effort
+            pass
+        with _lock:
+            tasks, ln.tasks = ln.tasks, None
+        if tasks is not None:
+            tasks.put(None)
 
 
 def _forget_after_fork() -> None:
@@ -228,9 +260,8 @@ def _forget_after_fork() -> None:
     EGL itself, as with plain ``mujoco.Renderer``: start workers with ``spawn``,
     as Ray does.)
     """
-    global _tasks, _gl, _lock, _render_ident, _shared, _stopped
-    _tasks, _gl, _lock, _render_ident, _shared = None, None, threading.RLock(), None, {}
-    _stopped = False
+    global _lanes, _lock, _stopped
+    _lanes, _lock, _stopped = [_Lane(0)], threading.RLock(), False
 
 
 atexit.register(_shutdown)
@@ -320,41 +351,50 @@ def context_key(model: mujoco.MjModel) -> bytes:
 
 
 class _Shared:
-    """One ``MjrContext`` and the renderers drawing with it (``users``, under ``_lock``);
-    ``key`` is its entry in ``_shared`` (None: private, never joined)."""
+    """One ``MjrContext`` on render lane ``lane`` and the renderers drawing with it (``users``,
+    under ``_lock``); ``key`` is its entry in the lane's ``shared`` (None: private, never
+    joined)."""
 
-    __slots__ = ("con", "key", "users")
+    __slots__ = ("con", "key", "lane", "users")
 
-    def __init__(self, con: Any, key: bytes | None) -> None:
-        self.con, self.key, self.users = con, key, 1
+    def __init__(self, con: Any, key: bytes | None, lane: int) -> None:
+        self.con, self.key, self.lane, self.users = con, key, lane, 1
 
 
-def _join(key: bytes) -> _Shared | None:
+def _join(key: bytes, lane: int) -> _Shared | None:
+    shared = _lane(lane).shared
     with _lock:
-        ctx = _shared.get(key)
+        ctx = shared.get(key)
         if ctx is not None:
             ctx.users += 1
         return ctx
 
 
-def _register(con: Any, key: bytes) -> _Shared:
-    """A new context under ``key`` (private if another was registered meanwhile)."""
+def _register(con: Any, key: bytes, lane: int) -> _Shared:
+    """A new context under ``key`` on ``lane`` (private if another was registered meanwhile)."""
+    shared = _lane(lane).shared
     with _lock:
-        ctx = _Shared(con, None if key in _shared else key)
+        ctx = _Shared(con, None if key in shared else key, lane)
         if ctx.key is not None:
-            _shared[key] = ctx
+            shared[key] = ctx
         return ctx
 
 
 def _leave(ctx: _Shared) -> bool:
     """One renderer less on ``ctx``; True when it was the last (the caller frees the context)."""
+    shared = _lane(ctx.lane).shared
     with _lock:
         ctx.users -= 1
         if ctx.users > 0:
             return False
-        if ctx.key is not None and _shared.get(ctx.key) is ctx:
-            del _shared[ctx.key]
+        if ctx.key is not None and shared.get(ctx.key) is ctx:
+            del shared[ctx.key]
         return True
+
+
+def _check_lane(lane: Any) -> None:
+    if isinstance(lane, bool) or not isinstance(lane, int) or lane < 0:
+        raise ValueError(f"render lane must be an integer >= 0, got {lane!r}")
 
 
 class OffscreenRenderer:
@@ -374,18 +414,21 @@ class OffscreenRenderer:
         model: Model to render.
         grow: Enlarge the offscreen buffer when asked for a larger frame
             (False: raise :class:`RenderError`).
+        lane: Render lane (thread and GL context) that draws its frames (see :meth:`set_lane`).
 
     Raises:
         RenderError: If no OpenGL context can be created (names the MUJOCO_GL fix).
     """
 
-    def __init__(self, model: mujoco.MjModel, *, grow: bool = False) -> None:
+    def __init__(self, model: mujoco.MjModel, *, grow: bool = False, lane: int = 0) -> None:
+        self._ctx: _Shared | None = None
+        _check_lane(lane)
+        self._lane = lane
         self._grow = grow
         self._option = mujoco.MjvOption()
         self._camera = mujoco.MjvCamera()
         self._fixed = -1  # the fixed camera ``_camera`` is set to (-1: none yet, or free)
         self._con: Any = None
-        self._ctx: _Shared | None = None
         self._scene: Any = None
         self._pending: RenderTask[np.ndarray] | None = None
         self.set_model(model)
@@ -394,6 +437,25 @@ class OffscreenRenderer:
     def model(self) -> mujoco.MjModel:
         """The model whose assets are uploaded."""
         return self._model
+
+    @property
+    def lane(self) -> int:
+        """The render lane drawing this renderer's frames."""
+        return self._lane
+
+    def set_lane(self, lane: int) -> None:
+        """Draw on render lane ``lane`` from now on (its own thread and GL context; lanes
+        draw at the same time). Joins a context with this model's assets there or uploads
+        them anew (~5 ms); the images are the same bit for bit on every lane."""
+        _check_lane(lane)
+        if lane == self._lane:
+            return
+        self._wait()
+        old, self._ctx, self._con = self._ctx, None, None
+        if old is not None and _leave(old):
+            call(old.con.free, lane=old.lane)
+        self._lane = lane
+        self.set_model(self._model)
 
     def set_model(self, model: mujoco.MjModel) -> None:
         """Render ``model`` from now on (joins a context with its assets, or uploads its
@@ -405,15 +467,15 @@ class OffscreenRenderer:
         key = context_key(model)
         if self._ctx is not None and self._ctx.key == key:
             return  # already drawing with these assets
-        ctx = _join(key)
+        ctx = _join(key, self._lane)
         if ctx is None:
-            ctx = _register(call(self._new_context, model), key)
+            ctx = _register(call(self._new_context, model, lane=self._lane), key, self._lane)
         self._use(ctx)
 
     def _use(self, ctx: _Shared) -> None:
         old, self._ctx, self._con = self._ctx, ctx, ctx.con
         if old is not None and _leave(old):
-            call(old.con.free)
+            call(old.con.free, lane=old.lane)
 
     @staticmethod
     def _new_context(model: mujoco.MjModel) -> Any:
@@ -437,23 +499,25 @@ class OffscreenRenderer:
         key = context_key(model)
         if key == ctx.key:
             return  # the context holds these textures already
+        shared = _lane(ctx.lane).shared
         with _lock:
-            other = _shared.get(key)
+            other = shared.get(key)
             if other is not None:
                 other.users += 1
             sole = other is None and ctx.users == 1
             if sole:  # re-key it: it now holds the edited textures
-                if ctx.key is not None and _shared.get(ctx.key) is ctx:
-                    del _shared[ctx.key]
+                if ctx.key is not None and shared.get(ctx.key) is ctx:
+                    del shared[ctx.key]
                 ctx.key = key
-                _shared[key] = ctx
+                shared[key] = ctx
         if other is not None:
             self._use(other)
         elif sole:
             con = ctx.con
-            call(lambda: [mujoco.mjr_uploadTexture(model, con, int(t)) for t in texture_ids])
+            call(lambda: [mujoco.mjr_uploadTexture(model, con, int(t)) for t in texture_ids],
+                 lane=ctx.lane)
         else:
-            self._use(_register(call(self._new_context, model), key))
+            self._use(_register(call(self._new_context, model, lane=ctx.lane), key, ctx.lane))
 
     def render(self, data: mujoco.MjData, camera_id: int, width: int, height: int) -> np.ndarray:
         """Render ``(height, width, 3) uint8`` from fixed camera ``camera_id`` (-1: free camera).
@@ -494,7 +558,7 @@ class OffscreenRenderer:
             cam.type = mujoco.mjtCamera.mjCAMERA_FIXED
             cam.fixedcamid = self._fixed = int(camera_id)
         mujoco.mjv_updateScene(self._model, data, self._option, None, cam, _CAT_ALL, self._scene)
-        self._pending = submit(_draw, self._scene, self._con, width, height)
+        self._pending = submit(_draw, self._scene, self._con, width, height, lane=self._lane)
         return PendingFrame(self._pending)
 
     def close(self) -> None:
@@ -507,10 +571,10 @@ class OffscreenRenderer:
             self._wait()
         except RenderTimeoutError:
             if _leave(ctx):
-                submit(ctx.con.free)  # freed behind the stuck frame, if it ever ends
+                submit(ctx.con.free, lane=ctx.lane)  # freed behind the stuck frame, if it ends
             return
         if _leave(ctx):
-            call(ctx.con.free)
+            call(ctx.con.free, lane=ctx.lane)
 
     def __del__(self) -> None:
         ctx, self._ctx, self._con = self._ctx, None, None
@@ -519,10 +583,10 @@ class OffscreenRenderer:
         try:  # never block in a finalizer: queue the free behind any frame in flight
             if not _leave(ctx):
                 return
-            if threading.get_ident() == _render_ident:
+            if threading.get_ident() == _lane(ctx.lane).ident:
                 ctx.con.free()
             else:
-                submit(ctx.con.free)
+                submit(ctx.con.free, lane=ctx.lane)
         except Exception:  # noqa: BLE001 - interpreter shutdown may have stopped the thread
             pass
 
@@ -548,7 +612,7 @@ _OFFSCREEN = mujoco.mjtFramebuffer.mjFB_OFFSCREEN.value
 
 def _draw(scene: Any, con: Any, width: int, height: int) -> np.ndarray:
     rect = mujoco.MjrRect(0, 0, width, height)
-    mujoco.mjr_setBuffer(_OFFSCREEN, con)  # the envs' contexts take turns on one GL context
+    mujoco.mjr_setBuffer(_OFFSCREEN, con)  # the envs' contexts take turns on a lane's context
     mujoco.mjr_render(rect, scene, con)
     out = np.empty((height, width, 3), dtype=np.uint8)
     mujoco.mjr_readPixels(out, None, rect, con)

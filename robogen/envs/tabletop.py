@@ -192,6 +192,9 @@ class TabletopEnv(gym.Env[Any, np.ndarray]):
         """Pixel observations are :class:`~robogen.envs.render.PendingFrame` objects, drawn
         on the render thread while the caller goes on (resolve them with
         :func:`~robogen.envs.render.resolve_frames`); set by the rollout worker."""
+        self.render_lane = 0
+        """Render lane drawing this env's frames (see :mod:`robogen.envs.render`); set by the
+        rollout worker."""
         self._succeeded = False
 
         self.observation_space = observation_space(obs_mode, (STATE_DIM,), self.height,
@@ -305,9 +308,12 @@ class TabletopEnv(gym.Env[Any, np.ndarray]):
             names = [self._model.camera(i).name for i in range(self._model.ncam)]
             raise UnknownNameError("camera", camera, names)
         if self._renderer is None:
-            self._renderer = OffscreenRenderer(self._model)
-        elif self._renderer.model is not self._model:
-            self._renderer.set_model(self._model)
+            self._renderer = OffscreenRenderer(self._model, lane=self.render_lane)
+        else:
+            if self._renderer.model is not self._model:
+                self._renderer.set_model(self._model)
+            if self._renderer.lane != self.render_lane:
+                self._renderer.set_lane(self.render_lane)
         return self._renderer, cam_id
 
     def render(self) -> np.ndarray | None:  # type: ignore[override]

@@ -186,10 +186,11 @@ class _UnitThread:
         self._thread.start()
 
     def _main(self, manifest: EvalManifest, device: str) -> None:
-        from robogen.rollout.worker import EpisodeWorker
+        from robogen.rollout.worker import EpisodeWorker, serial_render_lanes
 
         try:
-            worker = EpisodeWorker(manifest, device=device, worker_index=0)
+            worker = EpisodeWorker(manifest, device=device, worker_index=0,
+                                   render_lanes=serial_render_lanes())
         except BaseException as e:  # noqa: BLE001 - handed to the driver thread
             self._ready.set_exception(e)
             return

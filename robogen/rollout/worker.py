@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import sys
 import threading
 import time
@@ -122,6 +123,21 @@ NO_POLICY = ("the worker could not load the policy: {error}; the unit's episodes
              "recorded as 'infra_error' (robogen eval --resume RUN_DIR retries them)")
 
 
+def serial_render_lanes() -> int:
+    """Render lanes for a worker that has the process (and its cores) to itself, e.g. the
+    serial backend's: 2 where the process may use two cores or more, else 1.
+
+    With two lanes two envs' frames are drawn at once while the worker's thread steps the
+    next env, so pixel rollouts use both cores (``benchmarks/bench_rollout.py --only
+    pixels``); more lanes would only share the same cores with the worker's thread.
+    """
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - not Linux
+        cores = os.cpu_count() or 1
+    return 2 if cores >= 2 else 1
+
+
 class EpisodeWorker:
     """Loads the policy once and runs work units of a manifest.
 
@@ -134,6 +150,9 @@ class EpisodeWorker:
         manifest: The evaluation manifest.
         device: Device for the policy (``cpu`` or ``cuda``).
         worker_index: Index of this worker in its backend (``LoadContext.worker_index``).
+        render_lanes: Render threads (a GL context each) drawing the envs' pixel frames at
+            once (:func:`serial_render_lanes` for a worker that has the process to itself;
+            1 in a Ray worker, which has one core).
 
     Raises:
         RobogenError: If the envs cannot be created or the policy cannot be loaded for
@@ -141,9 +160,12 @@ class EpisodeWorker:
     """
 
     def __init__(self, manifest: EvalManifest, device: str = "cpu",
-                 worker_index: int = 0) -> None:
+                 worker_index: int = 0, render_lanes: int = 1) -> None:
         self.manifest = manifest
         self.worker_index = worker_index
+        self.render_lanes = max(1, int(render_lanes))
+        """Render lanes (threads with a GL context each) the envs' pixel frames are drawn on:
+        env ``k`` on lane ``k % render_lanes`` (see :mod:`robogen.envs.render`)."""
         self._device = device
         self._envs: list[Any] = [make_env(manifest)]
         self._scenes: list[Any] = []
@@ -199,8 +221,9 @@ class EpisodeWorker:
 
         self._scenes = [find_scene(e) for e in self._envs]
         if self.manifest.obs_mode != "state":
-            for scene in self._scenes:
+            for k, scene in enumerate(self._scenes):
                 scene.defer_frames = True  # draw env k's frame while env k+1 steps
+                scene.render_lane = k % self.render_lanes  # and on lanes: two frames at once
         if isinstance(self.policy, PrivilegedPolicy):
             self.policy.attach(self._scenes)
 

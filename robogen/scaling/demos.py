@@ -361,7 +361,7 @@ def _run_collection(
     n: int,
     progress: Callable[[int, int], None] | None,
 ) -> None:
-    from robogen.rollout.worker import EpisodeWorker
+    from robogen.rollout.worker import EpisodeWorker, serial_render_lanes
 
     col = store.collection
     for stale in store.path.glob(".chunk-*.tmp"):  # left by a killed collection
@@ -389,7 +389,7 @@ def _run_collection(
         progress(done, total)
     if not todo:
         return
-    worker = EpisodeWorker(manifest)
+    worker = EpisodeWorker(manifest, render_lanes=serial_render_lanes())
     steps: dict[int, list[tuple[Any, np.ndarray, float]]] = {}
     worker.transition_hook = lambda i, obs, a, r: steps.setdefault(i, []).append((obs, a, r))
     try:

@@ -51,15 +51,18 @@ def _manifest(tmp_path, env_id="robogen/Reach-v0", policy=POLICY):
     return prepare(cfg)
 
 
-@pytest.mark.parametrize("factory", ["image_driven", "image_driven_slots"])
-def test_worker_with_deferred_frames_equals_a_synchronous_loop(tmp_path, factory) -> None:
-    """Whole batches (policy without ``slots``) and interleaved half-batches (with)."""
+@pytest.mark.parametrize(("factory", "lanes"), [("image_driven", 1), ("image_driven_slots", 1),
+                                              ("image_driven", 2), ("image_driven_slots", 2)])
+def test_worker_with_deferred_frames_equals_a_synchronous_loop(tmp_path, factory, lanes) -> None:
+    """Whole batches (policy without ``slots``) and interleaved half-batches (with), frames
+    drawn on one render lane or two (the serial backend's two: env k on lane k % 2)."""
     m = _manifest(tmp_path, policy=f"python:tests/fixtures/pixel_policies.py:{factory}")
     units = plan_units(m)
-    worker = EpisodeWorker(m)
+    worker = EpisodeWorker(m, render_lanes=lanes)
     assert all(s.defer_frames for s in worker._scenes)
     assert worker._takes_slots == (factory == "image_driven_slots")
     results = [r for u in units for r in worker.run_unit(u)]
+    assert [s._renderer.lane for s in worker._scenes] == [k % lanes for k in range(3)]
     worker.close()
     deferred_seen = worker.policy.seen
 
@@ -236,7 +239,7 @@ def test_a_texture_edit_stays_in_its_own_env_and_returning_to_nominal_shares_aga
     key = rd.context_key(a.model)
     for e in envs:
         e.close()
-    assert key not in rd._shared  # the last renderer out freed the shared context
+    assert key not in rd._lanes[0].shared  # the last renderer out freed the shared context
 
 
 @pytest.mark.timeout(60)
@@ -254,4 +257,33 @@ def test_a_renderer_collected_while_the_lock_is_held_does_not_deadlock():
         del r
         gc.collect()
     assert ctx.users == users - 1
+    env.close()
+
+
+def test_render_lanes_draw_the_same_frames_with_their_own_contexts() -> None:
+    """A renderer on lane 1 draws on its own thread and GL context, with an ``MjrContext``
+    of that lane (not lane 0's, though the assets are the same); the frames are the same bit
+    for bit on either lane, and :meth:`set_lane` moves a renderer over (joining the context
+    there); closing the last renderer of a lane frees its shared context."""
+    import threading
+
+    env, scene = _scene()
+    r0 = rd.OffscreenRenderer(scene.model)
+    r1 = rd.OffscreenRenderer(scene.model, lane=1)
+    key = rd.context_key(scene.model)
+    assert (r0.lane, r1.lane) == (0, 1)
+    assert r0._ctx is not r1._ctx and (r0._ctx.lane, r1._ctx.lane) == (0, 1)
+    assert rd._lanes[1].shared[key] is r1._ctx
+    frames = [r.render(scene.data, 0, 84, 84) for r in (r0, r1)]
+    assert np.array_equal(frames[0], frames[1]) and frames[0].std() > 0
+    assert rd.call(threading.current_thread, lane=1).name == "robogen-render-1"
+    assert rd.call(threading.get_ident, lane=1) != rd.call(threading.get_ident)
+    r1.set_lane(0)
+    assert r1.lane == 0 and r1._ctx is r0._ctx and r0._ctx.users >= 2
+    assert key not in rd._lanes[1].shared  # its last renderer left lane 1
+    assert np.array_equal(r1.render(scene.data, 0, 84, 84), frames[0])
+    with pytest.raises(ValueError, match="render lane must be an integer >= 0, got -1"):
+        rd.OffscreenRenderer(scene.model, lane=-1)
+    r0.close()
+    r1.close()
     env.close()
