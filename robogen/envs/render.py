@@ -35,6 +35,7 @@ from __future__ import annotations
 import _thread
 import atexit
 import hashlib
+import logging
 import os
 import queue
 import threading
@@ -50,6 +51,7 @@ import numpy as np
 from robogen.errors import InfrastructureError, RenderError
 
 T = TypeVar("T")
+_log = logging.getLogger(__name__)
 
 FRAME_TIMEOUT_S = 60.0
 """Longest wait for one frame or one call on the render thread [s] (a frame takes
@@ -469,7 +471,17 @@ class OffscreenRenderer:
             return  # already drawing with these assets
         ctx = _join(key, self._lane)
         if ctx is None:
-            ctx = _register(call(self._new_context, model, lane=self._lane), key, self._lane)
+            try:
+                con = call(self._new_context, model, lane=self._lane)
+            except RenderError as e:
+                if self._lane == 0:
+                    raise
+                # a driver that gives one offscreen context but not a second: draw on lane 0
+                _log.warning("render lane %d unavailable (%s); drawing on lane 0", self._lane, e)
+                self._lane = 0
+                self.set_model(model)
+                return
+            ctx = _register(con, key, self._lane)
         self._use(ctx)
 
     def _use(self, ctx: _Shared) -> None:

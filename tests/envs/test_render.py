@@ -287,3 +287,27 @@ def test_render_lanes_draw_the_same_frames_with_their_own_contexts() -> None:
     r0.close()
     r1.close()
     env.close()
+
+
+def test_a_lane_whose_gl_context_fails_falls_back_to_lane_0(monkeypatch, caplog) -> None:
+    """A driver that gives one offscreen context but not a second must not fail the
+    episodes: a renderer whose lane cannot make its context draws on lane 0 (logged)."""
+    import threading
+
+    env, scene = _scene()
+    want = scene.render_frame(width=84, height=84)
+    real = rd.mujoco.GLContext
+
+    def gl_context(*args):  # noqa: ANN002, ANN202
+        if threading.current_thread().name == "robogen-render-7":
+            raise RuntimeError("EGL: no second context")
+        return real(*args)
+
+    monkeypatch.setattr(rd.mujoco, "GLContext", gl_context)
+    with caplog.at_level("WARNING", logger="robogen.envs.render"):
+        r = rd.OffscreenRenderer(scene.model, lane=7)
+    assert r.lane == 0 and r._ctx.lane == 0
+    assert "render lane 7 unavailable" in caplog.text and "no second context" in caplog.text
+    assert np.array_equal(r.render(scene.data, 0, 84, 84), want)
+    r.close()
+    env.close()
