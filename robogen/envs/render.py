@@ -110,7 +110,7 @@ _lanes: list[_Lane] = [_Lane(0)]  # grown under _lock, never shrunk (but after a
 def _lane(index: int) -> _Lane:
     """Lane ``index`` (made on first use)."""
     lanes = _lanes
-    if index < len(lanes):
+    if 0 <= index < len(lanes):
         return lanes[index]
     if index < 0:
         raise ValueError(f"render lane must be >= 0, got {index}")
