@@ -162,13 +162,12 @@ def train_bc_ensemble(
     groups = model_groups(len(prep.seeds), _default_threads() if threads is None else threads)
 
     def group_run(rows: NDArray[np.int64]) -> Callable[[Any, int], tuple[Any, jax.Array]]:
-        idx, count = prep.idx[rows], prep.count[rows]
-        stats = jax.tree_util.tree_map(lambda s: s[rows], prep.stats)
+        idx, count, stats, _ = prep.rows(rows)
         return lambda s, n: fns.run_many(s, idx, count, stats, prep.data, prep.targets, n)
 
     states, curves = _run_chunks(  # one (state, (m, steps) curves) per group
         [group_run(rows) for rows in groups],
-        [fns.init_many(prep.keys[rows], prep.dummy) for rows in groups], prep.config,
+        [fns.init_many(prep.rows(rows)[3], prep.dummy) for rows in groups], prep.config,
         None if progress is None else lambda done: progress(done, prep.config.steps))
     models: dict[int, BCModel] = {}
     for rows, state, curve in zip(groups, states, curves, strict=True):
@@ -229,12 +228,12 @@ def train_bc_sequential(
     models = []
     total = len(prep.seeds) * prep.config.steps
     for k in range(len(prep.seeds)):
-        stats = jax.tree_util.tree_map(lambda s, k=k: s[k], prep.stats)
         offset = k * prep.config.steps
+        idx, count, stats, key = prep.rows(k)
         (state,), (curve,) = _run_chunks(
-            [lambda s, n, k=k, stats=stats: fns.run_one(s, prep.idx[k], prep.count[k], stats,
-                                                        prep.data, prep.targets, n)],
-            [fns.init_one(prep.keys[k], prep.dummy)], prep.config,
+            [lambda s, n, idx=idx, count=count, stats=stats: fns.run_one(
+                s, idx, count, stats, prep.data, prep.targets, n)],
+            [fns.init_one(key, prep.dummy)], prep.config,
             None if progress is None else lambda done, o=offset: progress(o + done, total))
         params = jax.tree_util.tree_map(np.asarray, state.params)
         models.append(prep.model(k, params, curve))
@@ -305,11 +304,13 @@ class _Prepared:
     untrained: BCModel  # config, observation shapes, action bounds; no parameters yet
     data: dict[str, jax.Array]
     targets: jax.Array  # (N, A) in [-1, 1]
-    idx: jax.Array  # (K, N) int32: subset rows first, padded with 0
-    count: jax.Array  # (K,) int32
-    stats: dict[str, jax.Array]  # mean/std (K, D) or empty
+    # Per-model inputs stay NumPy arrays until a group's rows are taken (eager JAX indexing
+    # costs ~0.5 ms a call: most of a small ensemble's fixed cost per training call).
+    idx: NDArray[np.int32]  # (K, N): subset rows first, padded with 0
+    count: NDArray[np.int32]  # (K,)
+    stats: dict[str, NDArray[np.float32]]  # mean/std (K, D) or empty
     seeds: tuple[int, ...]
-    keys: jax.Array  # (K, 2)
+    keys: NDArray[np.uint32]  # (K, 2) PRNG keys
     dummy: dict[str, jax.Array]
     clipped_fraction: float
 
@@ -317,8 +318,15 @@ class _Prepared:
     def config(self) -> BCConfig:
         return self.untrained.config
 
+    def rows(self, rows: Any) -> tuple[jax.Array, jax.Array, dict[str, jax.Array], jax.Array]:
+        """``(idx, count, stats, keys)`` of the models ``rows`` (an index array, or one index
+        for a single model's unbatched arrays), as device arrays."""
+        return (jnp.asarray(self.idx[rows]), jnp.asarray(self.count[rows]),
+                {n: jnp.asarray(v[rows]) for n, v in self.stats.items()},
+                jnp.asarray(self.keys[rows]))
+
     def model(self, k: int, params: Any, loss_curve: NDArray[np.floating]) -> BCModel:
-        stats = {n: np.asarray(v[k]) for n, v in self.stats.items()}
+        stats = {n: v[k].copy() for n, v in self.stats.items()}
         n_pts = min(len(loss_curve), 50)
         curve = [float(np.mean(c)) for c in np.array_split(loss_curve, n_pts)]
         info = {
@@ -364,24 +372,33 @@ def _prepare(obs: Any, actions: Any, subsets: Any, seeds: Sequence[int], config:
     idx = np.zeros((k, n), np.int32)
     for i, rows in enumerate(idx_rows):
         idx[i, : len(rows)] = rows
-    stats: dict[str, jax.Array] = {}
+    stats: dict[str, NDArray[np.float32]] = {}
     if "state" in data:
         st = data["state"].astype(np.float64)
         mean = np.stack([st[r].mean(0) for r in idx_rows])
         std = np.stack([st[r].std(0) for r in idx_rows])
         std = np.where(std < STD_FLOOR, 1.0, std)
-        stats = {"mean": jnp.asarray(mean, jnp.float32), "std": jnp.asarray(std, jnp.float32)}
-    keys = jnp.stack([jax.random.PRNGKey(s) for s in seeds_t])
+        stats = {"mean": mean.astype(np.float32), "std": std.astype(np.float32)}
+    keys = np.stack([_prng_key(s) for s in seeds_t])
     shapes = {name: tuple(int(d) for d in a.shape[1:]) for name, a in data.items()}
     dummy = {name: jnp.zeros((1, *s), a.dtype) for (name, a), s in zip(data.items(),
                                                                       shapes.values(), strict=True)}
     return _Prepared(
         untrained=BCModel(config, None, obs_mode, shapes, a_dim, low, high, None, None),
         data={name: jnp.asarray(a) for name, a in data.items()},
-        targets=jnp.asarray(np.clip(scaled, -1.0, 1.0)), idx=jnp.asarray(idx),
-        count=jnp.asarray([len(r) for r in idx_rows], jnp.int32), stats=stats, seeds=seeds_t,
+        targets=jnp.asarray(np.clip(scaled, -1.0, 1.0)), idx=idx,
+        count=np.asarray([len(r) for r in idx_rows], np.int32), stats=stats, seeds=seeds_t,
         keys=keys, dummy=dummy, clipped_fraction=clipped,
     )
+
+
+@functools.lru_cache(maxsize=4096)
+def _prng_key(seed: int) -> NDArray[np.uint32]:
+    """``jax.random.PRNGKey(seed)`` as a NumPy array (cached: an eager call costs ~0.2 ms, and
+    scaling runs train the same seeds again and again)."""
+    key = np.asarray(jax.random.PRNGKey(seed))
+    key.setflags(write=False)
+    return key
 
 
 def _action_bounds(low: Any, high: Any, act_dim: int) -> tuple[NDArray[np.float32], ...]:
