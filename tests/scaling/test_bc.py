@@ -364,3 +364,37 @@ def test_dense_matmul_is_dense_and_its_weight_gradient_a_plain_matmul():
         assert "lhs_contracting_dims={1}" not in hlo  # (models, batch, in): batch is axis 1
         plain = jax.jit(jax.vmap(jax.grad(loss(jnp.matmul), 1))).lower(x, w).compile().as_text()
         assert "lhs_contracting_dims={1}" in plain  # what autodiff compiles to (the check bites)
+
+
+@pytest.mark.parametrize("partitionable", [True, False])
+def test_split_key_is_jax_random_split_without_a_loop_per_split(partitionable):
+    """The MLP trainer's key chain (``split_key``, one split per training step) gives
+    ``jax.random.split``'s keys in either JAX split mode, vmapped over models inside a scan
+    as the trainer runs it, and compiles without the 5-iteration loop JAX's CPU lowering runs
+    per split (most of a small ensemble's step before)."""
+    import jax
+    import jax.numpy as jnp
+
+    from robogen.scaling.bc import _unrolled_split_agrees, split_key
+
+    before = jax.config.jax_threefry_partitionable
+    jax.config.update("jax_threefry_partitionable", partitionable)
+    try:
+        assert _unrolled_split_agrees(partitionable)
+        keys = jnp.stack([jax.random.PRNGKey(s) for s in (0, 7, 2**31 - 1, 123456)])
+
+        def chain(split):
+            def next_key(key, _):
+                key, k_batch, _k_aug = split(key, 3)
+                return key, k_batch
+            return jax.jit(jax.vmap(lambda k: jax.lax.scan(next_key, k, None, length=20)))
+
+        got, want = chain(split_key)(keys), chain(jax.random.split)(keys)
+        for a, b in zip(jax.tree_util.tree_leaves(got), jax.tree_util.tree_leaves(want),
+                        strict=True):
+            np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+        loops = [chain(f).lower(keys).compile().as_text().count(" while(")
+                 for f in (split_key, jax.random.split)]
+        assert loops[0] == 1 < loops[1]  # the scan only; JAX's split adds its own loop
+    finally:
+        jax.config.update("jax_threefry_partitionable", before)
