@@ -145,6 +145,7 @@ def _net_matmul_seconds(obs_dim: int, hidden: tuple[int, ...], act_dim: int, bat
     import jax
     import jax.numpy as jnp
 
+    from robogen.policies.bc_net import transposed_matmul
     from robogen.scaling.bc import _default_threads, model_groups
 
     widths = (obs_dim, *hidden, act_dim)
@@ -153,9 +154,8 @@ def _net_matmul_seconds(obs_dim: int, hidden: tuple[int, ...], act_dim: int, bat
 
     def program(transpose_first: bool):
         def weight_grad(a, g):  # (m, batch, in), (m, batch, out) -> (m, in, out)
-            if transpose_first:
-                return jnp.einsum("kib,kbo->kio",
-                                  jax.lax.optimization_barrier(jnp.swapaxes(a, 1, 2)), g)
+            if transpose_first:  # as the trainer's Dense layers compute it on XLA:CPU
+                return jax.vmap(transposed_matmul)(a, g)
             return jnp.einsum("kbi,kbo->kio", a, g)
 
         def step(ws, x):

@@ -5,7 +5,7 @@ Layer order (a module may import its own layer and the layers below it, never ab
 ====  =================  =====================================================================
 tier  layer              modules
 ====  =================  =====================================================================
-0     foundation         ``errors``, ``types``, ``registry``, ``_atomic``, ``_gl``,
+0     foundation         ``errors``, ``types``, ``registry``, ``_atomic``, ``_cores``, ``_gl``,
                          ``_console`` and ``progress`` (terminal output helpers that import
                          nothing above),
                          ``serialization`` (records <-> JSON data, Parquet schemas)
@@ -44,7 +44,7 @@ import robogen
 PKG = Path(robogen.__file__).parent
 
 LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
-    ("foundation", frozenset({"errors", "types", "registry", "_atomic", "_gl", "_console",
+    ("foundation", frozenset({"errors", "types", "registry", "_atomic", "_cores", "_gl", "_console",
                               "progress", "serialization"})),
     ("envs", frozenset({"envs"})),
     ("perturbations", frozenset({"perturbations"})),

@@ -267,13 +267,20 @@ def _dense_matmul_bwd(res: tuple[jax.Array, jax.Array], g: jax.Array
                       ) -> tuple[jax.Array, jax.Array]:
     x, w = res
     dx = jax.lax.dot_general(g, w, (((g.ndim - 1,), (1,)), ((), ())))
-    x2, g2 = x.reshape(-1, x.shape[-1]), g.reshape(-1, g.shape[-1])
-    if jax.default_backend() != "cpu":
-        return dx, jax.lax.dot_general(x2, g2, (((0,), (0,)), ((), ())))
-    return dx, jax.lax.optimization_barrier(x2.T) @ g2
+    return dx, transposed_matmul(x.reshape(-1, x.shape[-1]), g.reshape(-1, g.shape[-1]))
 
 
 dense_matmul.defvjp(_dense_matmul_fwd, _dense_matmul_bwd)
+
+
+def transposed_matmul(x: jax.Array, g: jax.Array) -> jax.Array:
+    """``x^T @ g`` (a weight gradient) for ``(B, D)`` and ``(B, F)`` float32 arrays ->
+    ``(D, F)``. On XLA:CPU ``x^T`` is materialized first, behind an ``optimization_barrier``
+    (else XLA folds the transpose back into a slower transposed-input product, see
+    :func:`dense_matmul`); elsewhere the usual contraction over the batch axis."""
+    if jax.default_backend() != "cpu":
+        return jax.lax.dot_general(x, g, (((0,), (0,)), ((), ())))
+    return jax.lax.optimization_barrier(x.T) @ g
 
 
 def _dense_dot_general(lhs: jax.Array, rhs: jax.Array, dimension_numbers: Any,

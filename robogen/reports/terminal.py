@@ -30,9 +30,13 @@ NA = "n/a"
 
 def _interval_text(value: float | None, low: float, high: float) -> str:
     """``+0.96 [+0.90, +1.00]``; :data:`NA` for a missing or non-finite value."""
-    if value is None or not math.isfinite(value):
-        return NA
-    return f"{value:+.2f} [{low:+.2f}, {high:+.2f}]"
+    text = _value_text(value)
+    return text if text == NA else f"{text} [{low:+.2f}, {high:+.2f}]"
+
+
+def _value_text(value: float | None) -> str:
+    """``+0.96``; :data:`NA` for a missing or non-finite value."""
+    return NA if value is None or not math.isfinite(value) else f"{value:+.2f}"
 
 
 def _gap_text(g: AxisGap) -> str:
@@ -168,8 +172,8 @@ def comparison_table(data: Mapping[str, Any]) -> Table:
         cells = []
         for by_cond in gaps:
             g = by_cond.get(cond) or {"gap": None, "ci_low": 0.0, "ci_high": 0.0}
-            text = _interval_text(g["gap"], g["ci_low"], g["ci_high"])
-            cells.append(text if with_ci or text == NA else text.split(" [")[0])
+            cells.append(_interval_text(g["gap"], g["ci_low"], g["ci_high"]) if with_ci
+                         else _value_text(g["gap"]))
         if diffs:
             d = diffs.get(cond) or {"difference": None, "ci_low": 0.0, "ci_high": 0.0,
                                     "p_holm": None}

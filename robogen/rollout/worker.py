@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import sys
 import threading
 import time
@@ -20,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from robogen._cores import usable_cores
 from robogen.envs.render import RenderTimeoutError, resolve_frames
 from robogen.errors import InfrastructureError, RobogenError
 from robogen.rollout.plan import episode_seed, perturbation_seed
@@ -131,11 +131,7 @@ def serial_render_lanes() -> int:
     next env, so pixel rollouts use both cores (``benchmarks/bench_rollout.py --only
     pixels``); more lanes would only share the same cores with the worker's thread.
     """
-    try:
-        cores = len(os.sched_getaffinity(0))
-    except AttributeError:  # pragma: no cover - not Linux
-        cores = os.cpu_count() or 1
-    return 2 if cores >= 2 else 1
+    return 2 if usable_cores() >= 2 else 1
 
 
 class EpisodeWorker:

@@ -59,7 +59,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import os
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -72,6 +71,7 @@ import optax
 from flax import struct
 from numpy.typing import ArrayLike, NDArray
 
+from robogen._cores import usable_cores
 from robogen.errors import InvalidSpecError
 from robogen.policies.bc_net import (
     ARCHS,
@@ -161,13 +161,11 @@ def train_bc_ensemble(
     fns = _train_fns(prep.config, prep.untrained.act_dim)
     groups = model_groups(len(prep.seeds), _default_threads() if threads is None else threads)
 
-    def group_run(rows: NDArray[np.int64]) -> Callable[[Any, int], tuple[Any, jax.Array]]:
-        idx, count, stats, _ = prep.rows(rows)
-        return lambda s, n: fns.run_many(s, idx, count, stats, prep.data, prep.targets, n)
-
+    inputs = [prep.rows(rows) for rows in groups]  # (idx, count, stats, keys) per group
     states, curves = _run_chunks(  # one (state, (m, steps) curves) per group
-        [group_run(rows) for rows in groups],
-        [fns.init_many(prep.rows(rows)[3], prep.dummy) for rows in groups], prep.config,
+        [lambda s, n, i=i, c=c, st=st: fns.run_many(s, i, c, st, prep.data, prep.targets, n)
+         for i, c, st, _ in inputs],
+        [fns.init_many(keys, prep.dummy) for *_, keys in inputs], prep.config,
         None if progress is None else lambda done: progress(done, prep.config.steps))
     models: dict[int, BCModel] = {}
     for rows, state, curve in zip(groups, states, curves, strict=True):
@@ -197,12 +195,7 @@ def model_groups(k: int, threads: int) -> list[NDArray[np.int64]]:
 def _default_threads() -> int:
     """Concurrent model groups by default: the CPU cores this process may use on XLA:CPU,
     one elsewhere (a GPU runs the one batched program best)."""
-    if jax.default_backend() != "cpu":
-        return 1
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # pragma: no cover - not Linux
-        return os.cpu_count() or 1
+    return usable_cores() if jax.default_backend() == "cpu" else 1
 
 
 def train_bc_sequential(
@@ -327,14 +320,8 @@ class _Prepared:
 
     def model(self, k: int, params: Any, loss_curve: NDArray[np.floating]) -> BCModel:
         stats = {n: v[k].copy() for n, v in self.stats.items()}
-        # the mean of each of min(steps, 50) near-equal chunks (as np.array_split cuts them)
         n_pts = min(len(loss_curve), 50)
-        size, extra = divmod(len(loss_curve), n_pts)
-        lengths = np.full(n_pts, size)
-        lengths[:extra] += 1
-        sums = np.add.reduceat(np.asarray(loss_curve, np.float64),
-                               np.concatenate([[0], np.cumsum(lengths)[:-1]]))
-        curve = (sums / lengths).tolist()
+        curve = [float(np.mean(c)) for c in np.array_split(loss_curve, n_pts)]
         info = {
             "seed": self.seeds[k], "steps": self.config.steps, "n_train": int(self.count[k]),
             "final_loss": float(np.mean(loss_curve[-max(1, len(loss_curve) // 20):])),

@@ -313,3 +313,31 @@ def test_a_lane_whose_gl_context_fails_falls_back_to_lane_0(monkeypatch, caplog)
     assert np.array_equal(r.render(scene.data, 0, 84, 84), want)
     r.close()
     env.close()
+
+
+@pytest.mark.parametrize(("cores", "lanes"), [({0}, 1), ({0, 1}, 2), ({0, 1, 2, 3}, 2)])
+def test_the_serial_backend_draws_on_two_lanes_when_it_may_use_two_cores(monkeypatch, cores,
+                                                                          lanes) -> None:
+    """One lane on one core (a second render thread would only take turns with the worker's);
+    two from two cores on (the worker's thread is the third busy thread), counted from the
+    process's affinity mask, not the machine's CPUs; the serial backend's worker gets them."""
+    import robogen._cores
+    from robogen.rollout.backend import _UnitThread
+    from robogen.rollout.worker import serial_render_lanes
+
+    monkeypatch.setattr(robogen._cores.os, "sched_getaffinity", lambda pid: cores)
+    assert serial_render_lanes() == lanes
+    made = []
+
+    class Worker:  # what the serial backend's thread builds, without envs or a policy
+        def __init__(self, *args, **kwargs):
+            made.append(kwargs["render_lanes"])
+
+        def close(self):
+            pass
+
+    monkeypatch.setattr("robogen.rollout.worker.EpisodeWorker", Worker)
+    thread = _UnitThread(None, "cpu")  # type: ignore[arg-type]
+    thread._ready.result(timeout=10)
+    thread.stop(join_s=10)
+    assert made == [lanes]
