@@ -315,6 +315,59 @@ def test_a_lane_whose_gl_context_fails_falls_back_to_lane_0(monkeypatch, caplog)
     env.close()
 
 
+def _display_address(display) -> int:
+    import ctypes
+
+    return int(ctypes.cast(display, ctypes.c_void_p).value or 0)
+
+
+def test_a_lane_past_0_draws_on_an_egl_display_of_its_own_under_llvmpipe() -> None:
+    """Mesa llvmpipe rasterizes a frame under a lock of its EGL display's screen, so lane 1's
+    context lives on a display of its own (Mesa's surfaceless platform), not MuJoCo's one:
+    same renderer, the same frames as lane 0."""
+    import os
+
+    if os.environ.get("MUJOCO_GL") != "egl" or not rd.call(rd._gl_renderer).startswith("llvmpipe"):
+        pytest.skip("needs MUJOCO_GL=egl on Mesa llvmpipe")
+    from mujoco import egl
+
+    env, scene = _scene()
+    r0, r1 = rd.OffscreenRenderer(scene.model), rd.OffscreenRenderer(scene.model, lane=1)
+    gl = rd._lanes[1].gl
+    assert isinstance(gl, rd._OwnDisplayContext)
+    assert isinstance(rd._lanes[0].gl, egl.GLContext)
+    assert _display_address(gl._display) != _display_address(egl.EGL_DISPLAY) != 0
+    assert rd.call(rd._gl_renderer, lane=1) == rd.call(rd._gl_renderer)
+    frame = r0.render(scene.data, 0, 84, 84)
+    assert np.array_equal(r1.render(scene.data, 0, 84, 84), frame) and frame.std() > 0
+    r0.close()
+    r1.close()
+    env.close()
+
+
+def test_a_lane_keeps_mujocos_display_where_no_display_of_its_own_can_be_made(monkeypatch
+                                                                              ) -> None:
+    """Without the surfaceless platform (or off EGL) a lane past 0 draws with an ordinary
+    ``mujoco.GLContext`` on MuJoCo's display: the same frames, nothing fails."""
+
+    def no_display():  # noqa: ANN202
+        raise RuntimeError("no EGL surfaceless display")
+
+    own = rd._OwnDisplayContext
+    monkeypatch.setattr(rd, "_OwnDisplayContext", no_display)
+    env, scene = _scene()
+    want = scene.render_frame(width=84, height=84)
+    r = rd.OffscreenRenderer(scene.model, lane=5)
+    assert r.lane == 5 and not isinstance(rd._lanes[5].gl, own)
+    assert type(rd._lanes[5].gl) is type(rd._lanes[0].gl)
+    assert np.array_equal(r.render(scene.data, 0, 84, 84), want)
+    r.close()
+    env.close()
+    sentinel = object()  # off EGL the given context is kept without a GL call
+    monkeypatch.setenv("MUJOCO_GL", "osmesa")
+    assert rd._own_display_context(sentinel) is sentinel
+
+
 @pytest.mark.parametrize(("cores", "lanes"), [({0}, 1), ({0, 1}, 2), ({0, 1, 2, 3}, 2)])
 def test_the_serial_backend_draws_on_two_lanes_when_it_may_use_two_cores(monkeypatch, cores,
                                                                           lanes) -> None:
