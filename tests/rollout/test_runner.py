@@ -16,6 +16,7 @@ from robogen.configs import load_eval_config
 from robogen.reports.evaluation import evaluate, resume
 from robogen.rollout.runner import plan_units
 from robogen.rollout.store import ResultStore
+from tests.fixtures.interrupt import sigint_default
 
 
 def _strip(results):
@@ -212,7 +213,7 @@ def test_ctrl_c_on_a_serial_eval_stops_its_unit_and_exits_130(tmp_path):
          f"python:{degraded}:nominal_kinematics_reach", "--axes", "embodiment",
          "--severities", "1", "--episodes", "60", "--batch-size", "2", "--backend", "serial",
          "--videos", "0", "--out", str(out)],
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, preexec_fn=sigint_default)
     deadline = time.time() + 120
     while not list((out / "episodes").glob("unit-*.parquet")) and time.time() < deadline:
         time.sleep(0.05)
