@@ -210,23 +210,21 @@ def _own_display_context(gl: Any) -> Any:
     anything else keeps ``gl``."""
     if os.environ.get("MUJOCO_GL") != "egl":
         return gl
+    own = None
     try:
         name = _gl_renderer()
-        if not name.startswith("llvmpipe"):
-            return gl
-        own = _OwnDisplayContext()
-        own.make_current()
-        if _gl_renderer() != name:
-            own.free()
-            gl.make_current()
-            return gl
+        if name.startswith("llvmpipe"):
+            own = _OwnDisplayContext()
+            own.make_current()
+            if _gl_renderer() == name:
+                gl.free()
+                return own
     except Exception as e:  # noqa: BLE001 - the shared display still works
         _log.debug("render lane keeps MuJoCo's EGL display: %s", e)
-        gl.make_current()
-        return gl
-    gl.free()
-    own.make_current()
-    return own
+    if own is not None:
+        own.free()
+    gl.make_current()
+    return gl
 
 
 class RenderTask(Generic[T]):

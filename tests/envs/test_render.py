@@ -368,6 +368,26 @@ def test_a_lane_keeps_mujocos_display_where_no_display_of_its_own_can_be_made(mo
     assert rd._own_display_context(sentinel) is sentinel
 
 
+def test_a_lane_keeps_mujocos_display_where_its_own_would_draw_on_another_renderer(
+        monkeypatch) -> None:
+    """A second display could pick another renderer (llvmpipe beside a GPU): then the lane
+    keeps MuJoCo's display, so every lane draws the same frames."""
+    import os
+
+    if os.environ.get("MUJOCO_GL") != "egl" or not rd.call(rd._gl_renderer).startswith("llvmpipe"):
+        pytest.skip("needs MUJOCO_GL=egl on Mesa llvmpipe")
+    names = iter(["llvmpipe (the shared display)", "llvmpipe (another device)"])
+    monkeypatch.setattr(rd, "_gl_renderer", lambda: next(names))
+    env, scene = _scene()
+    want = scene.render_frame(width=84, height=84)
+    r = rd.OffscreenRenderer(scene.model, lane=6)
+    assert type(rd._lanes[6].gl) is type(rd._lanes[0].gl)
+    assert next(names, None) is None  # both displays were asked
+    assert np.array_equal(r.render(scene.data, 0, 84, 84), want)
+    r.close()
+    env.close()
+
+
 @pytest.mark.parametrize(("cores", "lanes"), [({0}, 1), ({0, 1}, 2), ({0, 1, 2, 3}, 2)])
 def test_the_serial_backend_draws_on_two_lanes_when_it_may_use_two_cores(monkeypatch, cores,
                                                                           lanes) -> None:
