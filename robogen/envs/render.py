@@ -218,6 +218,7 @@ def _own_display_context(gl: Any) -> Any:
             own.make_current()
             if _gl_renderer() == name:
                 gl.free()
+                own.make_current()  # whatever freeing the other one released
                 return own
     except Exception as e:  # noqa: BLE001 - the shared display still works
         _log.debug("render lane keeps MuJoCo's EGL display: %s", e)
@@ -337,8 +338,8 @@ def _shutdown() -> None:
 
         try:
             submit(free, lane=ln.index).result(timeout=10)
-        except Exception:  # noqa: BLE001 - EGL teardown at exit is best effort
-            pass
+        except (Exception, KeyboardInterrupt):  # noqa: BLE001 - teardown at exit is best effort
+            pass  # (a second Ctrl-C while the process exits ends the wait, without a traceback)
         with _lock:
             tasks, ln.tasks = ln.tasks, None
         if tasks is not None:
