@@ -293,7 +293,7 @@ def main() -> None:
                 for k in ways:
                     px_s, px_steps = robogen_serial(m, cpu=cpu[k], lanes=k)
                     fps[k].append(px_steps / px_s)
-                # as many frames as one eval run draws: best-of-N over windows ~8x shorter
+                # as many frames as one eval run draws: best-of-N over windows ~6x shorter
                 # than the eval side's favoured raw on this noisy machine (1,668-2,491
                 # frames/s across runs of 500 frames while eval's spread was 1,618-1,863)
                 raws.append(raw_render_fps(env_id, px_steps, raw_cpu))

@@ -465,8 +465,8 @@ class GymMujocoAdapter(gym.Wrapper[Any, Any, Any, Any], gym.utils.RecordConstruc
             self._cam_cache = (model, name, cam)
         if self._renderer is None:
             self._renderer = OffscreenRenderer(self.model, grow=True, lane=self.render_lane)
-        elif self._renderer.lane != self.render_lane:
-            self._renderer.set_lane(self.render_lane)
+        else:
+            self._renderer.set_lane(self.render_lane)  # nothing to do when unchanged
         if defer:
             return self._renderer.render_async(self.data, cam, width, height)
         return self._renderer.render(self.data, cam, width, height)

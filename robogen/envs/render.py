@@ -116,8 +116,7 @@ def _lane(index: int) -> _Lane:
     lanes = _lanes
     if 0 <= index < len(lanes):
         return lanes[index]
-    if index < 0:
-        raise ValueError(f"render lane must be >= 0, got {index}")
+    _check_lane(index)
     with _lock:
         while len(_lanes) <= index:
             _lanes.append(_Lane(len(_lanes)))
@@ -544,9 +543,7 @@ class OffscreenRenderer:
         if lane == self._lane:
             return
         self._wait()
-        old, self._ctx, self._con = self._ctx, None, None
-        if old is not None and _leave(old):
-            call(old.con.free, lane=old.lane)
+        self._use(None)
         self._lane = lane
         self.set_model(self._model)
 
@@ -575,8 +572,10 @@ class OffscreenRenderer:
             ctx = _register(con, key, self._lane)
         self._use(ctx)
 
-    def _use(self, ctx: _Shared) -> None:
-        old, self._ctx, self._con = self._ctx, ctx, ctx.con
+    def _use(self, ctx: _Shared | None) -> None:
+        """Draw with ``ctx`` (None: none until the next :meth:`set_model`); leave the old
+        context, freeing it on its lane if this was its last renderer."""
+        old, self._ctx, self._con = self._ctx, ctx, None if ctx is None else ctx.con
         if old is not None and _leave(old):
             call(old.con.free, lane=old.lane)
 

@@ -312,8 +312,7 @@ class TabletopEnv(gym.Env[Any, np.ndarray]):
         else:
             if self._renderer.model is not self._model:
                 self._renderer.set_model(self._model)
-            if self._renderer.lane != self.render_lane:
-                self._renderer.set_lane(self.render_lane)
+            self._renderer.set_lane(self.render_lane)  # nothing to do when unchanged
         return self._renderer, cam_id
 
     def render(self) -> np.ndarray | None:  # type: ignore[override]

@@ -284,7 +284,7 @@ def test_render_lanes_draw_the_same_frames_with_their_own_contexts() -> None:
     assert np.array_equal(r1.render(scene.data, 0, 84, 84), frames[0])
     with pytest.raises(ValueError, match="render lane must be an integer >= 0, got -1"):
         rd.OffscreenRenderer(scene.model, lane=-1)
-    with pytest.raises(ValueError, match="render lane must be >= 0, got -1"):
+    with pytest.raises(ValueError, match="render lane must be an integer >= 0, got -1"):
         rd.submit(threading.get_ident, lane=-1)  # not the last lane, as a list index would
     r0.close()
     r1.close()
