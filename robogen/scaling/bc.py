@@ -38,6 +38,13 @@ Training many models at once:
     concurrently from threads: one vmapped program of small operations keeps
     about one core busy, and XLA:CPU runs calls from different threads at once.
     MLP results are the same bit for bit whatever the grouping.
+    The MLP trains on each Dense layer's kernel and bias as one bias-augmented
+    matrix (:func:`augment_dense`, :func:`mlp_forward`; the same network and the
+    same Adam steps to float32 rounding, converted back to Flax's tree when
+    training ends): on XLA:CPU the transposed layer inputs of the weight
+    gradients are then plain copies (with a separate bias XLA recomputed
+    ``relu(h + bias)`` in a ~5x slower strided loop) and the bias gradients come
+    out of the weight-gradient products.
     Speed (``benchmarks/bench_bc_vmap.py``, 2 CPU cores, K=8): see the
     benchmark's rows in the README; vmapped groups save per-operation overhead
     and fill both cores, so they pay most for small networks; on a GPU the one
@@ -82,6 +89,7 @@ from robogen.policies.bc_net import (
     BCModel,
     PolicyNet,
     check_image_size,
+    dense_matmul,
     forward,
     min_image_size,
 )
@@ -169,7 +177,7 @@ def train_bc_ensemble(
         None if progress is None else lambda done: progress(done, prep.config.steps))
     models: dict[int, BCModel] = {}
     for rows, state, curve in zip(groups, states, curves, strict=True):
-        params = jax.tree_util.tree_map(np.asarray, state.params)
+        params = jax.tree_util.tree_map(np.asarray, fns.params_of(state.params))
         for j, k in enumerate(rows.tolist()):
             models.setdefault(k, prep.model(
                 k, jax.tree_util.tree_map(lambda p, j=j: p[j], params), curve[j]))
@@ -228,7 +236,7 @@ def train_bc_sequential(
                 s, idx, count, stats, prep.data, prep.targets, n)],
             [fns.init_one(key, prep.dummy)], prep.config,
             None if progress is None else lambda done, o=offset: progress(o + done, total))
-        params = jax.tree_util.tree_map(np.asarray, state.params)
+        params = jax.tree_util.tree_map(np.asarray, fns.params_of(state.params))
         models.append(prep.model(k, params, curve))
     return models
 
@@ -271,11 +279,13 @@ def init_bc(
     _check_state_indices(config, shapes["state"][0] if "state" in shapes else None)
     dummy = {k: jnp.zeros((1, *s), jnp.uint8 if k == "pixels" else jnp.float32)
              for k, s in shapes.items()}
-    state = _train_fns(config, int(act_dim)).init_one(jax.random.PRNGKey(seed), dummy)
+    fns = _train_fns(config, int(act_dim))
+    state = fns.init_one(jax.random.PRNGKey(seed), dummy)
     low, high = _action_bounds(action_low, action_high, int(act_dim))
     d = shapes.get("state")
     return BCModel(
-        config, jax.tree_util.tree_map(np.asarray, state.params), obs_mode, shapes, int(act_dim),
+        config, jax.tree_util.tree_map(np.asarray, fns.params_of(state.params)), obs_mode,
+        shapes, int(act_dim),
         low, high, None if d is None else np.zeros(d, np.float32),
         None if d is None else np.ones(d, np.float32), {"seed": seed, "steps": 0},
     )
@@ -553,6 +563,62 @@ class _TrainFns:
     init_many: Callable[..., TrainState]
     run_one: Callable[..., tuple[TrainState, jax.Array]]
     run_many: Callable[..., tuple[TrainState, jax.Array]]
+    params_of: Callable[[Any], Any]
+    """The Flax parameter tree of a :class:`TrainState`'s ``params`` (any leading axes)."""
+
+
+# ---- the MLP's training parameters: each Dense layer as one bias-augmented matrix --------------
+
+
+def augment_dense(params: Mapping[str, Any], n_layers: int) -> tuple[jax.Array, ...]:
+    """The MLP's Flax parameters as one ``(in + 1, out)`` matrix per ``Dense`` layer: the
+    kernel with the bias appended as its last row, so ``[x, 1] @ W`` is the layer's ``x @ kernel
+    + bias``. Arrays may carry leading (model) axes. Inverse: :func:`flax_dense`."""
+    return tuple(jnp.concatenate([params[f"Dense_{i}"]["kernel"],
+                                  params[f"Dense_{i}"]["bias"][..., None, :]], axis=-2)
+                 for i in range(n_layers))
+
+
+def flax_dense(aug: Sequence[jax.Array]) -> dict[str, dict[str, jax.Array]]:
+    """The Flax parameter tree (``Dense_i`` kernel and bias) of :func:`augment_dense`'s
+    matrices."""
+    return {f"Dense_{i}": {"kernel": a[..., :-1, :], "bias": a[..., -1, :]}
+            for i, a in enumerate(aug)}
+
+
+def _with_ones(x: jax.Array) -> jax.Array:
+    return jnp.concatenate([x, jnp.ones((*x.shape[:-1], 1), x.dtype)], axis=-1)
+
+
+def mlp_forward(aug: Sequence[jax.Array], stats: Mapping[str, jax.Array], state: jax.Array,
+                config: BCConfig) -> jax.Array:
+    """:func:`robogen.policies.bc_net.forward` of the ``mlp`` network on its
+    :func:`augment_dense` parameters: the same function, each layer one product
+    ``[x, 1] @ W`` (the bias inside the matmul; equal to Flax's ``x @ kernel + bias`` to float32
+    rounding).
+
+    Why the trainer uses it: a layer's weight gradient needs its input transposed
+    (:func:`robogen.policies.bc_net.dense_matmul`). With a separate bias XLA:CPU recomputes
+    ``relu(h + bias)`` inside that transpose, a strided loop ~5x slower than the plain
+    transpose it makes of ``[relu(h), 1]`` (measured: 4 models, batch 256, 256-256 net, two
+    groups at once: 250 vs 65-83 ms of kernel time per 500 steps and transpose), and the
+    bias gradients come out of the weight-gradient matmul instead of separate reductions.
+
+    Args:
+        aug: ``(in + 1, out) float32`` matrix per layer (:func:`augment_dense`).
+        stats: ``{"mean": (D,), "std": (D,)}`` float32 state statistics.
+        state: ``(B, D) float32`` raw states.
+        config: The network's settings (``hidden``, ``state_indices``).
+
+    Returns:
+        ``(B, A) float32`` actions in ``[-1, 1]``.
+    """
+    x = jnp.clip((state - stats["mean"]) / stats["std"], -NORM_CLIP, NORM_CLIP)
+    if config.state_indices is not None:
+        x = x[..., jnp.asarray(config.state_indices)]
+    for w in aug[:-1]:
+        x = jax.nn.relu(dense_matmul(_with_ones(x), w))
+    return jnp.tanh(dense_matmul(_with_ones(x), aug[-1]))
 
 
 _THREEFRY_ROTATIONS = ((13, 15, 26, 6), (17, 29, 16, 24))
@@ -644,14 +710,23 @@ def _optimizer(cfg: BCConfig) -> optax.GradientTransformation:
 def _train_fns(cfg: BCConfig, act_dim: int) -> _TrainFns:
     net = PolicyNet(cfg, act_dim)
     tx = _optimizer(cfg)
+    # MLPs train on bias-augmented layer matrices (mlp_forward); the optimizer sees them as
+    # its parameters: Adam, AdamW and the global-norm clip are elementwise or sum over all
+    # entries, so the updates are the kernel's and bias's. CNNs train on Flax's tree.
+    mlp = cfg.arch == "mlp"
+    n_layers = len(cfg.hidden) + 1
 
     def init(key: jax.Array, dummy: Mapping[str, jax.Array]) -> TrainState:
         k_init, k_train = jax.random.split(key)
         params = net.init(k_init, dummy.get("state"), dummy.get("pixels"))["params"]
+        if mlp:
+            params = augment_dense(params, n_layers)
         return TrainState(params, tx.init(params), k_train, jnp.zeros((), jnp.int32))
 
     def loss_fn(params: Any, stats: Any, obs: Any, target: jax.Array) -> jax.Array:
-        return jnp.mean((forward(net, params, stats, obs) - target) ** 2)
+        pred = mlp_forward(params, stats, obs["state"], cfg) if mlp else \
+            forward(net, params, stats, obs)
+        return jnp.mean((pred - target) ** 2)
 
     def update(params: Any, opt_state: Any, stats: Any, obs: Mapping[str, jax.Array],
                target: jax.Array) -> tuple[Any, Any, jax.Array]:
@@ -708,6 +783,7 @@ def _train_fns(cfg: BCConfig, act_dim: int) -> _TrainFns:
             init_many=jax.jit(jax.vmap(init, in_axes=(0, None))),
             run_one=_python_loop(jax.jit(step)),
             run_many=_python_loop(jax.jit(jax.vmap(step, in_axes=many_axes)), axis=1),
+            params_of=lambda params: params,
         )
 
     def run_many(state: TrainState, idx: jax.Array, count: jax.Array, stats: Any,
@@ -721,6 +797,7 @@ def _train_fns(cfg: BCConfig, act_dim: int) -> _TrainFns:
         init_many=jax.jit(jax.vmap(init, in_axes=(0, None))),
         run_one=jax.jit(run, static_argnums=6),
         run_many=jax.jit(run_many, static_argnums=6),
+        params_of=flax_dense,
     )
 
 

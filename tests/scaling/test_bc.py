@@ -398,3 +398,115 @@ def test_split_key_is_jax_random_split_without_a_loop_per_split(partitionable):
         assert loops[0] == 1 < loops[1]  # the scan only; JAX's split adds its own loop
     finally:
         jax.config.update("jax_threefry_partitionable", before)
+
+
+def _flax_mlp(config, seed=0):
+    """A freshly initialised MLP (``init_bc``), a batch of raw states and their statistics."""
+    import jax.numpy as jnp
+
+    model = init_bc({"state": (D,)}, A, seed=seed, config=config)
+    rng = np.random.default_rng(seed)
+    state = jnp.asarray(rng.normal(size=(32, D)) * 3.0 + 1.0, jnp.float32)
+    stats = {"mean": jnp.asarray(rng.normal(size=D), jnp.float32),
+             "std": jnp.asarray(rng.uniform(0.5, 2.0, size=D), jnp.float32)}
+    return model, state, stats
+
+
+@pytest.mark.parametrize("state_indices", [None, (0, 3, 4, 9)])
+def test_augmented_mlp_is_the_flax_mlp(state_indices):
+    """The trainer's MLP (each Dense layer one bias-augmented matrix, ``mlp_forward``) is
+    ``PolicyNet`` on the same parameters to float32 rounding, and its matrices convert back to
+    the Flax tree bit for bit, also with a leading (model) axis as the ensemble carries them."""
+    import jax
+    import jax.numpy as jnp
+
+    from robogen.policies.bc_net import PolicyNet, forward
+    from robogen.scaling.bc import augment_dense, flax_dense, mlp_forward
+
+    config = BCConfig(hidden=(16, 8), state_indices=state_indices)
+    model, state, stats = _flax_mlp(config)
+    aug = augment_dense(model.params, 3)
+    assert [a.shape for a in aug] == [(len(state_indices or range(D)) + 1, 16), (17, 8), (9, A)]
+    want = forward(PolicyNet(config, A), model.params, stats, {"state": state})
+    got = mlp_forward(aug, stats, state, config)
+    np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-6, atol=1e-6)
+    for tree in (model.params, jax.tree_util.tree_map(lambda p: jnp.stack([p, 2 * p]),
+                                                      model.params)):
+        back = flax_dense(augment_dense(tree, 3))
+        assert jax.tree_util.tree_structure(back) == jax.tree_util.tree_structure(tree)
+        for a, b in zip(jax.tree_util.tree_leaves(back), jax.tree_util.tree_leaves(tree),
+                        strict=True):
+            np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+
+
+def test_augmented_training_step_is_adam_on_the_flax_parameters():
+    """One update of the trainer's optimizer (gradient clipping, AdamW, cosine schedule) on the
+    augmented matrices gives the update on Flax's kernels and biases: the gradient of the loss
+    and the step agree to float32 rounding (the clip is active: the norm is far above it)."""
+    import jax
+    import jax.numpy as jnp
+
+    from robogen.policies.bc_net import PolicyNet, forward
+    from robogen.scaling.bc import _optimizer, augment_dense, flax_dense, mlp_forward
+
+    config = BCConfig(hidden=(16, 8), weight_decay=1e-2, lr_schedule="cosine", steps=10,
+                      max_grad_norm=1e-3)
+    model, state, stats = _flax_mlp(config, seed=1)
+    target = jnp.asarray(np.random.default_rng(2).uniform(-1, 1, size=(32, A)), jnp.float32)
+    net = PolicyNet(config, A)
+
+    def flax_loss(p):
+        return jnp.mean((forward(net, p, stats, {"state": state}) - target) ** 2)
+
+    def aug_loss(p):
+        return jnp.mean((mlp_forward(p, stats, state, config) - target) ** 2)
+
+    params = jax.tree_util.tree_map(jnp.asarray, model.params)
+    aug = augment_dense(params, 3)
+    g_flax, g_aug = jax.grad(flax_loss)(params), jax.grad(aug_loss)(aug)
+    norm = np.sqrt(sum(float(jnp.sum(g ** 2)) for g in jax.tree_util.tree_leaves(g_flax)))
+    assert norm > 10 * config.max_grad_norm
+    tx = _optimizer(config)
+    steps = []
+    for p, g in ((params, g_flax), (aug, g_aug)):
+        opt = tx.init(p)
+        for _ in range(3):  # the same gradient thrice: moments, bias correction, schedule
+            upd, opt = tx.update(g, opt, p)
+            p = jax.tree_util.tree_map(lambda a, u: a + u, p, upd)
+        steps.append(p)
+    for a, b, ga, gb in zip(jax.tree_util.tree_leaves(flax_dense(steps[1])),
+                            jax.tree_util.tree_leaves(steps[0]),
+                            jax.tree_util.tree_leaves(flax_dense(g_aug)),
+                            jax.tree_util.tree_leaves(g_flax), strict=True):
+        gb = np.asarray(gb)  # float32 rounding, relative to the array's largest entry
+        np.testing.assert_allclose(np.asarray(ga), gb, rtol=1e-4, atol=1e-5 * np.abs(gb).max())
+        np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-5, atol=1e-6)
+    assert not np.allclose(np.asarray(steps[1][0]), np.asarray(aug[0]))  # the step moved them
+
+
+def test_mlp_training_step_transposes_plain_arrays():
+    """On XLA:CPU every transpose in the compiled MLP training loop copies an array as it is:
+    none recomputes ``relu(h + bias)`` in its strided loop (what Flax's separate bias led XLA to
+    do, ~5x slower than the plain transpose; ``mlp_forward``)."""
+    import re
+
+    import jax
+    import jax.numpy as jnp
+
+    from robogen.scaling.bc import _train_fns
+
+    if jax.default_backend() != "cpu":
+        pytest.skip("an XLA:CPU fusion property")
+    config = BCConfig(hidden=(32, 32), batch_size=16)
+    fns = _train_fns(config, A)
+    state = fns.init_one(jax.random.PRNGKey(0), {"state": jnp.zeros((1, D), jnp.float32)})
+    stats = {"mean": jnp.zeros(D, jnp.float32), "std": jnp.ones(D, jnp.float32)}
+    hlo = fns.run_one.lower(state, jnp.arange(100, dtype=jnp.int32), jnp.int32(100), stats,
+                            {"state": jnp.ones((100, D), jnp.float32)},
+                            jnp.zeros((100, A), jnp.float32), 5).compile().as_text()
+    fused = re.findall(r"^%\S+ \([^\n]*\{\n(.*?)^\}", hlo, re.S | re.M)
+    transposing = [body for body in fused if " transpose(" in body and "dot(" not in body]
+    assert len(transposing) >= 3  # one per layer's weight gradient
+    for body in transposing:
+        ops = set(re.findall(r"= \S+ (\w[\w-]*)\(", body)) - {"parameter", "bitcast"}
+        assert ops <= {"transpose", "copy"}, ops
