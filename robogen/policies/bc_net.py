@@ -433,8 +433,14 @@ def forward(net: PolicyNet, params: Any, stats: Mapping[str, jax.Array],
     """
     state = obs.get("state")
     if state is not None:
-        state = jnp.clip((state - stats["mean"]) / stats["std"], -NORM_CLIP, NORM_CLIP)
+        state = normalize_state(state, stats)
     return net.apply({"params": params}, state, obs.get("pixels"))
+
+
+def normalize_state(state: jax.Array, stats: Mapping[str, jax.Array]) -> jax.Array:
+    """``(state - mean) / std`` clipped to ``[-NORM_CLIP, NORM_CLIP]``: the network's input
+    normalization (``(..., D) float32`` states, ``stats`` as in :func:`forward`)."""
+    return jnp.clip((state - stats["mean"]) / stats["std"], -NORM_CLIP, NORM_CLIP)
 
 
 @functools.lru_cache(maxsize=32)

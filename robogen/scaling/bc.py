@@ -92,6 +92,7 @@ from robogen.policies.bc_net import (
     dense_matmul,
     forward,
     min_image_size,
+    normalize_state,
 )
 
 __all__ = [
@@ -283,9 +284,9 @@ def init_bc(
     state = fns.init_one(jax.random.PRNGKey(seed), dummy)
     low, high = _action_bounds(action_low, action_high, int(act_dim))
     d = shapes.get("state")
+    params = jax.tree_util.tree_map(np.asarray, fns.params_of(state.params))
     return BCModel(
-        config, jax.tree_util.tree_map(np.asarray, fns.params_of(state.params)), obs_mode,
-        shapes, int(act_dim),
+        config, params, obs_mode, shapes, int(act_dim),
         low, high, None if d is None else np.zeros(d, np.float32),
         None if d is None else np.ones(d, np.float32), {"seed": seed, "steps": 0},
     )
@@ -613,7 +614,7 @@ def mlp_forward(aug: Sequence[jax.Array], stats: Mapping[str, jax.Array], state:
     Returns:
         ``(B, A) float32`` actions in ``[-1, 1]``.
     """
-    x = jnp.clip((state - stats["mean"]) / stats["std"], -NORM_CLIP, NORM_CLIP)
+    x = normalize_state(state, stats)
     if config.state_indices is not None:
         x = x[..., jnp.asarray(config.state_indices)]
     for w in aug[:-1]:
