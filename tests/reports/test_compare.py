@@ -16,7 +16,7 @@ from robogen.configs import load_eval_config
 from robogen.reports.compare import compare_runs, load_run
 from robogen.reports.evaluation import evaluate
 from robogen.rollout.store import ResultStore
-from tests.fixtures.interrupt import sigint_default
+from tests.fixtures.interrupt import sigint_inherited
 
 FIXTURES = Path(__file__).resolve().parents[1] / "check" / "degraded_policies.py"
 DEGRADED = f"python:{FIXTURES}:nominal_kinematics_reach"
@@ -231,9 +231,10 @@ def test_an_interrupted_several_policy_eval_says_how_to_finish_and_that_advice_w
     protocol = ["--env", "robogen/Reach-v0", "--axes", "embodiment", "--severities", "1",
                 "--episodes", "60", "--batch-size", "2", "--backend", "serial",
                 "--videos", "1"]
-    proc = subprocess.Popen([*robogen, "eval", "--policy", DEGRADED, "--policy", "expert:reach",
-                             *protocol, "--out", str(out)], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, preexec_fn=sigint_default)
+    with sigint_inherited():
+        proc = subprocess.Popen([*robogen, "eval", "--policy", DEGRADED, "--policy",
+                                 "expert:reach", *protocol, "--out", str(out)],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     first, second = out / "nominal_kinematics_reach", out / "expert-reach"
     deadline = time.monotonic() + 120
     while not list((first / "episodes").glob("*.parquet")) and time.monotonic() < deadline:

@@ -16,7 +16,7 @@ from robogen.configs import load_eval_config
 from robogen.reports.evaluation import evaluate, resume
 from robogen.rollout.runner import plan_units
 from robogen.rollout.store import ResultStore
-from tests.fixtures.interrupt import sigint_default
+from tests.fixtures.interrupt import sigint_inherited
 
 
 def _strip(results):
@@ -208,12 +208,13 @@ def test_ctrl_c_on_a_serial_eval_stops_its_unit_and_exits_130(tmp_path):
     when the interpreter exited and the process crashed (SIGSEGV) in most tries."""
     degraded = Path(__file__).resolve().parents[1] / "check" / "degraded_policies.py"
     out = tmp_path / "run"
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "robogen.cli", "eval", "--env", "robogen/Reach-v0", "--policy",
-         f"python:{degraded}:nominal_kinematics_reach", "--axes", "embodiment",
-         "--severities", "1", "--episodes", "60", "--batch-size", "2", "--backend", "serial",
-         "--videos", "0", "--out", str(out)],
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, preexec_fn=sigint_default)
+    with sigint_inherited():
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "robogen.cli", "eval", "--env", "robogen/Reach-v0", "--policy",
+             f"python:{degraded}:nominal_kinematics_reach", "--axes", "embodiment",
+             "--severities", "1", "--episodes", "60", "--batch-size", "2", "--backend",
+             "serial", "--videos", "0", "--out", str(out)],
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     deadline = time.time() + 120
     while not list((out / "episodes").glob("unit-*.parquet")) and time.time() < deadline:
         time.sleep(0.05)
