@@ -30,7 +30,9 @@ printed next to this machine's peak (the best rate of a large XLA matmul) and tw
   forward, weight-gradient and input-gradient products, chained like backpropagation) and
   nothing else (:func:`_net_matmul_seconds`): what a trainer with free elementwise work,
   optimizer and data gathering would take. It counts the small layers (e.g. 20 -> 256 and
-  256 -> 5) at the rate XLA runs their shapes.
+  256 -> 5) at the rate XLA runs their shapes. The MLP trainer's products are one row wider
+  (its bias rides in the matmul: :func:`robogen.scaling.bc.mlp_forward`); GFLOP/s counts the
+  net's own FLOPs, so the trainer is credited a little less than it computes.
 * "of layer" (stricter, the ceiling of earlier runs): the best rate of the widest layer's
   ``K x (batch x width @ width x width)`` batched matmul, one call at a time, as if every
   product of the net ran at that rate. Measured in-loop (as the trainer runs) that product is

@@ -571,13 +571,14 @@ class _TrainFns:
 # ---- the MLP's training parameters: each Dense layer as one bias-augmented matrix --------------
 
 
-def augment_dense(params: Mapping[str, Any], n_layers: int) -> tuple[jax.Array, ...]:
-    """The MLP's Flax parameters as one ``(in + 1, out)`` matrix per ``Dense`` layer: the
-    kernel with the bias appended as its last row, so ``[x, 1] @ W`` is the layer's ``x @ kernel
-    + bias``. Arrays may carry leading (model) axes. Inverse: :func:`flax_dense`."""
+def augment_dense(params: Mapping[str, Any]) -> tuple[jax.Array, ...]:
+    """The MLP's Flax parameters (``{"Dense_i": {"kernel": (in, out), "bias": (out,)}}``,
+    float32, ``i`` = 0 .. layers - 1) as one ``(in + 1, out)`` matrix per layer: the kernel with
+    the bias appended as its last row, so ``[x, 1] @ W`` is the layer's ``x @ kernel + bias``.
+    Arrays may carry leading (model) axes. Inverse: :func:`flax_dense`."""
     return tuple(jnp.concatenate([params[f"Dense_{i}"]["kernel"],
                                   params[f"Dense_{i}"]["bias"][..., None, :]], axis=-2)
-                 for i in range(n_layers))
+                 for i in range(len(params)))
 
 
 def flax_dense(aug: Sequence[jax.Array]) -> dict[str, dict[str, jax.Array]]:
@@ -715,13 +716,12 @@ def _train_fns(cfg: BCConfig, act_dim: int) -> _TrainFns:
     # its parameters: Adam, AdamW and the global-norm clip are elementwise or sum over all
     # entries, so the updates are the kernel's and bias's. CNNs train on Flax's tree.
     mlp = cfg.arch == "mlp"
-    n_layers = len(cfg.hidden) + 1
 
     def init(key: jax.Array, dummy: Mapping[str, jax.Array]) -> TrainState:
         k_init, k_train = jax.random.split(key)
         params = net.init(k_init, dummy.get("state"), dummy.get("pixels"))["params"]
         if mlp:
-            params = augment_dense(params, n_layers)
+            params = augment_dense(params)
         return TrainState(params, tx.init(params), k_train, jnp.zeros((), jnp.int32))
 
     def loss_fn(params: Any, stats: Any, obs: Any, target: jax.Array) -> jax.Array:

@@ -425,14 +425,14 @@ def test_augmented_mlp_is_the_flax_mlp(state_indices):
 
     config = BCConfig(hidden=(16, 8), state_indices=state_indices)
     model, state, stats = _flax_mlp(config)
-    aug = augment_dense(model.params, 3)
+    aug = augment_dense(model.params)
     assert [a.shape for a in aug] == [(len(state_indices or range(D)) + 1, 16), (17, 8), (9, A)]
     want = forward(PolicyNet(config, A), model.params, stats, {"state": state})
     got = mlp_forward(aug, stats, state, config)
     np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-6, atol=1e-6)
     for tree in (model.params, jax.tree_util.tree_map(lambda p: jnp.stack([p, 2 * p]),
                                                       model.params)):
-        back = flax_dense(augment_dense(tree, 3))
+        back = flax_dense(augment_dense(tree))
         assert jax.tree_util.tree_structure(back) == jax.tree_util.tree_structure(tree)
         for a, b in zip(jax.tree_util.tree_leaves(back), jax.tree_util.tree_leaves(tree),
                         strict=True):
@@ -462,7 +462,7 @@ def test_augmented_training_step_is_adam_on_the_flax_parameters():
         return jnp.mean((mlp_forward(p, stats, state, config) - target) ** 2)
 
     params = jax.tree_util.tree_map(jnp.asarray, model.params)
-    aug = augment_dense(params, 3)
+    aug = augment_dense(params)
     g_flax, g_aug = jax.grad(flax_loss)(params), jax.grad(aug_loss)(aug)
     norm = np.sqrt(sum(float(jnp.sum(g ** 2)) for g in jax.tree_util.tree_leaves(g_flax)))
     assert norm > 10 * config.max_grad_norm
