@@ -10,7 +10,8 @@ export MUJOCO_GL ?= egl
 DEMO_EPISODES ?= 72
 DEMO_OUT ?= runs/demo
 
-.PHONY: setup setup-fetch setup-metaworld setup-suites demo test check-slow bench preview lint clean
+.PHONY: setup setup-fetch setup-metaworld setup-suites test-suites check-slow-suites demo test \
+	check-slow bench preview lint clean
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -31,7 +32,35 @@ setup-metaworld: $(STAMP)
 	$(PY) -m pip install -q --disable-pip-version-check packaging
 	$(PY) -m pip install -q --disable-pip-version-check --no-deps "metaworld==3.1.1"
 
-setup-suites: setup-fetch setup-metaworld
+# The MuJoCo 3.x track: .venv-suites, a second venv with mujoco 3.17.0 (what dm_control 1.0.50
+# pins) and the suites that do not run on mujoco 4.0: dm_control 1.0.50 and robosuite 1.5.2, plus
+# Meta-World and Fetch. robosuite is installed without its dependencies (its mink==0.0.5 pins
+# numpy<2, which would pull jax, flax and pyarrow down; robogen does not use mink) and the ones it
+# imports come from the [robosuite] extra; robogen fixes the two calls mujoco >= 3.12 breaks
+# (robogen/envs/robosuite_env.py). Never switch a venv between mujoco 3.x and 4.x: a fresh one.
+SUITES_VENV ?= .venv-suites
+SUITES_PY := $(SUITES_VENV)/bin/python
+SUITES_STAMP := $(SUITES_VENV)/.robogen-installed
+SUITES_MUJOCO ?= 3.17.0
+
+$(SUITES_STAMP): pyproject.toml
+	@test -x $(SUITES_PY) || $(PYTHON) -m venv $(SUITES_VENV)
+	$(SUITES_PY) -m pip install -q --disable-pip-version-check --upgrade pip
+	$(SUITES_PY) -m pip install -q --disable-pip-version-check "torch==2.13.0"
+	$(SUITES_PY) -m pip install -q --disable-pip-version-check "mujoco==$(SUITES_MUJOCO)" \
+	  -e ".[dev,fetch,dm_control,robosuite]" packaging
+	$(SUITES_PY) -m pip install -q --disable-pip-version-check --no-deps \
+	  "metaworld==3.1.1" "robosuite==1.5.2"
+	@touch $(SUITES_STAMP)
+
+setup-suites: $(SUITES_STAMP)
+
+# make test on the MuJoCo 3.x track (every test; the dm_control and robosuite ones run here)
+test-suites: $(SUITES_STAMP)
+	$(SUITES_PY) -m pytest -m "not slow" -q
+
+check-slow-suites: $(SUITES_STAMP)
+	$(SUITES_PY) -m pytest -m slow -q
 
 demo: $(STAMP)
 	rm -rf $(DEMO_OUT)
@@ -64,4 +93,4 @@ lint: $(STAMP)
 	$(VENV)/bin/basedpyright --pythonpath $(PY) robogen
 
 clean:
-	rm -rf $(VENV) runs .pytest_cache
+	rm -rf $(VENV) $(SUITES_VENV) runs .pytest_cache

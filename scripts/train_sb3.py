@@ -1,9 +1,15 @@
-"""Train a small Stable-Baselines3 policy on a Gymnasium MuJoCo v5 env and save it for robogen.
+"""Train a small Stable-Baselines3 policy on a Gymnasium MuJoCo v5 env (or any robogen env id)
+and save it for robogen.
 
 Usage (from the repository root)::
 
     python scripts/train_sb3.py --env Reacher-v5 --algo ppo --timesteps 800000 \\
         --out robogen/assets/checkpoints/ppo_reacher
+    .venv-suites/bin/python scripts/train_sb3.py --env dm_control/cartpole-swingup \\
+        --algo sac --timesteps 100000 --out robogen/assets/checkpoints/sac_cartpole_swingup
+
+An ``--env`` with a ``/`` is a robogen env id (``robogen.envs.make(id)``, state
+observations): the dm_control family trains on the MuJoCo 3.x track (``make setup-suites``).
 
 Writes, next to ``--out``:
 
@@ -59,6 +65,8 @@ ZOO_HYPERPARAMS: dict[str, dict[str, dict[str, Any]]] = {
     "sac": {
         "Reacher-v5": dict(normalize=False, n_envs=1, learning_starts=10000),
         "Hopper-v5": dict(normalize=False, n_envs=1, learning_starts=10000),
+        # SB3's SAC defaults (256-256 MLP, lr 3e-4, batch 256, tau 0.005, gamma 0.99)
+        "dm_control/cartpole-swingup": dict(normalize=False, n_envs=1, learning_starts=5000),
     },
 }
 """RL-Zoo hyper-parameters per algorithm and env (``normalize`` and ``n_envs`` are env-side)."""
@@ -86,9 +94,10 @@ def evaluate(model_path: Path, vecnorm_path: Path | None, env_id: str, episodes:
     from robogen.envs import make
     from robogen.policies import LoadContext, load_policy
 
-    env = make("gymnasium/" + env_id)
+    robogen_id = _robogen_id(env_id)
+    env = make(robogen_id)
     ctx = LoadContext(
-        env_id="gymnasium/" + env_id, observation_space=env.observation_space,
+        env_id=robogen_id, observation_space=env.observation_space,
         action_space=env.action_space, obs_mode="state",
         vecnormalize=str(vecnorm_path) if vecnorm_path else None,
     )
@@ -114,9 +123,24 @@ def evaluate(model_path: Path, vecnorm_path: Path | None, env_id: str, episodes:
     }
 
 
+def _robogen_id(env_id: str) -> str:
+    """``Reacher-v5`` -> ``gymnasium/Reacher-v5``; an id with a family prefix is kept."""
+    return env_id if "/" in env_id else "gymnasium/" + env_id
+
+
+def _make_env(env_id: str) -> Any:
+    """The training env: Gymnasium's own, or robogen's for a prefixed id (state obs)."""
+    import gymnasium as gym
+
+    if "/" not in env_id:
+        return gym.make(env_id)
+    from robogen.envs import make
+
+    return make(env_id)
+
+
 def train(args: argparse.Namespace) -> dict[str, Any]:
     """Train and save model zip, VecNormalize stats and metadata; return the metadata."""
-    import gymnasium as gym
     import torch
     from stable_baselines3.common.env_util import make_vec_env
     from stable_baselines3.common.vec_env import VecNormalize
@@ -128,7 +152,7 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
 
-    venv = make_vec_env(lambda: gym.make(args.env), n_envs=n_envs, seed=args.seed)
+    venv = make_vec_env(lambda: _make_env(args.env), n_envs=n_envs, seed=args.seed)
     if normalize:
         venv = VecNormalize(venv, norm_obs=True, norm_reward=True, gamma=hp.get("gamma", 0.99))
     algo = _algo_class(args.algo)
@@ -144,7 +168,7 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
         venv.save(str(vec_path))
     meta: dict[str, Any] = {
         "env_id": args.env,
-        "robogen_env_id": "gymnasium/" + args.env,
+        "robogen_env_id": _robogen_id(args.env),
         "algo": args.algo,
         "timesteps": args.timesteps,
         "seed": args.seed,
@@ -153,7 +177,8 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
         "vecnormalize_file": vec_path.name if vec_path else None,
         "hyperparameters": {k: v for k, v in hp.items()},
         "hyperparameters_source": f"rl-baselines3-zoo hyperparams/{args.algo}.yml",
-        "policy": "MlpPolicy (SB3 default net_arch 64x64, tanh)",
+        "policy": ("MlpPolicy (SB3 default net_arch 64x64, tanh)" if args.algo in ("ppo", "a2c")
+                   else "MlpPolicy (SB3 default net_arch 256x256, relu)"),
         "training_seconds": round(train_s, 1),
         "torch_threads": 1,
         "versions": _versions(),
@@ -164,7 +189,12 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
 def _versions() -> dict[str, str]:
     from importlib.metadata import version
 
-    return {p: version(p) for p in ("stable-baselines3", "torch", "gymnasium", "mujoco")}
+    out = {p: version(p) for p in ("stable-baselines3", "torch", "gymnasium", "mujoco")}
+    try:
+        out["dm_control"] = version("dm_control")
+    except Exception:  # noqa: BLE001 - not installed: not recorded
+        pass
+    return out
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -189,9 +219,11 @@ def main(argv: list[str] | None = None) -> None:
         meta = train(args)
         meta_path.write_text(json.dumps(meta, indent=2) + "\n")
     vec_path = Path(str(out) + "_vecnormalize.pkl")
-    from robogen.envs.gym_adapter import success_rule
+    from robogen.envs import find_scene, make
 
-    meta["success_rule"] = success_rule(args.env).describe()
+    env = make(_robogen_id(args.env))
+    meta["success_rule"] = find_scene(env).success_rule
+    env.close()
     meta.update(evaluate(Path(str(out) + ".zip"), vec_path if vec_path.exists() else None,
                          args.env, args.eval_episodes, args.eval_seed))
     meta_path.write_text(json.dumps(meta, indent=2) + "\n")

@@ -59,6 +59,9 @@ class SceneRoles:
         object_geoms: Geoms of manipulated objects (texture axis).
         object_bodies: Manipulated object bodies (physics axis: mass).
         robot_bodies: Robot link bodies, root first (embodiment: masses, lengths).
+        robot_geoms: Robot geoms the texture axis recolours (its ``robot`` group, as
+            DMC-GB's ``color_hard`` recolours the robot); empty: the robot keeps its look
+            (built-in tasks and the Gymnasium, Fetch and Meta-World adapters).
         robot_joints: Robot joints (embodiment: damping).
         robot_actuators: Robot actuators (embodiment: gains and biases).
         cameras: Camera names; the first is the observation camera.
@@ -79,6 +82,7 @@ class SceneRoles:
     object_geoms: tuple[str, ...] = ()
     object_bodies: tuple[str, ...] = ()
     robot_bodies: tuple[str, ...] = ()
+    robot_geoms: tuple[str, ...] = ()
     robot_joints: tuple[str, ...] = ()
     robot_actuators: tuple[str, ...] = ()
     cameras: tuple[str, ...] = ()

@@ -27,6 +27,7 @@ robogen               built-in MjSpec tabletop tasks                 core
 gymnasium             Gymnasium's MuJoCo v5 envs                     core
 gymnasium-robotics    Fetch (gymnasium-robotics 1.4.2)               ``make setup-fetch``
 metaworld             Meta-World v3 tasks (metaworld 3.1.1)          ``make setup-metaworld``
+dm_control            DeepMind Control Suite (dm_control 1.0.50)     ``make setup-suites``
 ====================  =============================================  ==========================
 """
 
@@ -212,4 +213,12 @@ register_env_family(EnvFamily(
     module="robogen.envs.metaworld_env", requires="metaworld",
     install="make setup-metaworld (or: pip install --no-deps metaworld==3.1.1 packaging)",
     success='info["success"] at any step, horizon max_path_length (500)',
+))
+register_env_family(EnvFamily(
+    prefix="dm_control",
+    description="DeepMind Control Suite tasks, <domain>-<task> (dm_control 1.0.50, mujoco 3.17)",
+    module="robogen.envs.dm_control_env", requires="dm_control",
+    install="make setup-suites (the MuJoCo 3.x track, .venv-suites: dm_control 1.0.50 pins "
+            "mujoco==3.17.0)",
+    success="episode return >= 500 of the suite's 1000 at the last step (--success-threshold)",
 ))

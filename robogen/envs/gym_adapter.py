@@ -79,7 +79,7 @@ from robogen.envs.gym_catalog import (
     gym_env_record,
 )
 from robogen.envs.observations import check_obs_mode, compose_observation, observation_space
-from robogen.envs.render import OffscreenRenderer
+from robogen.envs.frames import SceneFrames
 from robogen.errors import InvalidSpecError, SceneError
 from robogen.types import RenderSettings
 
@@ -315,8 +315,7 @@ class GymMujocoAdapter(gym.Wrapper[Any, Any, Any, Any], gym.utils.RecordConstruc
         check_obs_mode(obs_mode)
         self.gym_id = gym_id
         self.obs_mode = obs_mode
-        self._renderer: OffscreenRenderer | None = None
-        self._cam_cache: tuple[Any, str, int] = (None, "", -1)  # (model, camera name, id)
+        self._frames = SceneFrames()
         self.defer_frames = False
         """Pixel observations are :class:`~robogen.envs.render.PendingFrame` objects, drawn
         on the render thread while the caller goes on (resolve them with
@@ -425,15 +424,13 @@ class GymMujocoAdapter(gym.Wrapper[Any, Any, Any, Any], gym.utils.RecordConstruc
         viewer.close()
         viewer._viewers, viewer.viewer = {}, None
         viewer.model, viewer.data = model, data
-        if self._renderer is not None:
-            self._renderer.set_model(model)
+        self._frames.set_model(model)
 
     def textures_changed(self, texture_ids: tuple[int, ...]) -> None:
         """Re-upload ``model.tex_data`` of ``texture_ids`` to every open GL context."""
         if not texture_ids:
             return
-        if self._renderer is not None:
-            self._renderer.upload_textures(texture_ids)
+        self._frames.upload_textures(texture_ids)
         for v in getattr(self.env.unwrapped.mujoco_renderer, "_viewers", {}).values():
             v.make_context_current()
             for t in texture_ids:
@@ -457,19 +454,9 @@ class GymMujocoAdapter(gym.Wrapper[Any, Any, Any, Any], gym.utils.RecordConstruc
         return self._frame(camera, int(width), int(height), defer=False)
 
     def _frame(self, camera: str | None, width: int, height: int, *, defer: bool) -> Any:
-        name, model, cached = camera or self._roles.cameras[0], self.model, self._cam_cache
-        if cached[0] is model and cached[1] == name:
-            cam = cached[2]  # the observation camera at every step: no lookup by name
-        else:
-            cam = self._camera_id(name)
-            self._cam_cache = (model, name, cam)
-        if self._renderer is None:
-            self._renderer = OffscreenRenderer(self.model, grow=True, lane=self.render_lane)
-        else:
-            self._renderer.set_lane(self.render_lane)  # nothing to do when unchanged
-        if defer:
-            return self._renderer.render_async(self.data, cam, width, height)
-        return self._renderer.render(self.data, cam, width, height)
+        cam = self._camera_id(camera or self._roles.cameras[0])
+        return self._frames.draw(self.model, self.data, cam, width, height,
+                                 lane=self.render_lane, defer=defer)
 
     # -- gym API ---------------------------------------------------------------------------
 
@@ -503,9 +490,7 @@ class GymMujocoAdapter(gym.Wrapper[Any, Any, Any, Any], gym.utils.RecordConstruc
     def __getstate__(self) -> dict[str, Any]:
         """Pickle without the pixel renderer (GL objects stay in their process)."""
         state = self.__dict__.copy()
-        state["_renderer"] = None
         state["_metric_rows"] = None
-        state["_cam_cache"] = (None, "", -1)
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
@@ -517,9 +502,7 @@ class GymMujocoAdapter(gym.Wrapper[Any, Any, Any, Any], gym.utils.RecordConstruc
 
     def close(self) -> None:
         """Free the pixel renderer and close the env."""
-        if self._renderer is not None:
-            self._renderer.close()
-            self._renderer = None
+        self._frames.close()
         super().close()
 
     # -- helpers ---------------------------------------------------------------------------
@@ -542,7 +525,7 @@ class GymMujocoAdapter(gym.Wrapper[Any, Any, Any, Any], gym.utils.RecordConstruc
             return self.nominal_spec().compile()
 
     def _camera_id(self, name: str) -> int:
-        cid = mujoco.mj_name2id(self.model, mujoco.mjtObj.mjOBJ_CAMERA, name)
+        cid = self._frames.camera_id(self.model, name)
         if cid < 0:
             names = [self.model.camera(i).name for i in range(self.model.ncam)]
             raise SceneError(f"{self.gym_id} has no camera {name!r}; cameras: {names}")

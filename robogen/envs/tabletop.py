@@ -34,7 +34,7 @@ from robogen.envs.observations import (
     compose_observation,
     observation_space,
 )
-from robogen.envs.render import OffscreenRenderer
+from robogen.envs.frames import SceneFrames
 from robogen.errors import InvalidSpecError, UnknownNameError
 from robogen.types import RenderSettings
 
@@ -185,8 +185,7 @@ class TabletopEnv(gym.Env[Any, np.ndarray]):
         self._model = self.nominal_spec().compile()
         self._data = mujoco.MjData(self._model)
         self._ids_cache: sc.SceneIds | None = None
-        self._renderer: OffscreenRenderer | None = None
-        self._cam_cache: tuple[Any, str, int] = (None, "", -1)  # (model, camera name, id)
+        self._frames = SceneFrames(grow=False)
         self._ctrl_cache: tuple[Any, ...] = ()  # see _control
         self.defer_frames = False
         """Pixel observations are :class:`~robogen.envs.render.PendingFrame` objects, drawn
@@ -265,25 +264,22 @@ class TabletopEnv(gym.Env[Any, np.ndarray]):
         self._model = model
         self._data = mujoco.MjData(model)
         self._ids_cache = None
-        if self._renderer is not None:
-            self._renderer.set_model(model)
+        self._frames.set_model(model)
         self._reset_arm()
         mujoco.mj_forward(model, self._data)
 
     def textures_changed(self, texture_ids: tuple[int, ...]) -> None:
         """Re-upload edited ``model.tex_data`` of ``texture_ids`` if a renderer exists."""
-        if self._renderer is not None:
-            self._renderer.upload_textures(tuple(texture_ids))
+        self._frames.upload_textures(tuple(texture_ids))
 
     def observe(self) -> Any:
         """Observation of the current ``data`` in this env's obs mode (see :attr:`defer_frames`)."""
         return compose_observation(self.obs_mode, self._state, self._pixels)
 
     def _pixels(self) -> Any:
-        renderer, cam_id = self._renderer_for(self.camera)
-        if self.defer_frames:
-            return renderer.render_async(self._data, cam_id, self.width, self.height)
-        return renderer.render(self._data, cam_id, self.width, self.height)
+        return self._frames.draw(self._model, self._data, self._camera_id(self.camera),
+                                 self.width, self.height, lane=self.render_lane,
+                                 defer=self.defer_frames)
 
     def render_frame(
         self, camera: str | None = None, width: int = 84, height: int = 84
@@ -294,26 +290,15 @@ class TabletopEnv(gym.Env[Any, np.ndarray]):
             UnknownNameError: If the model has no camera ``camera``.
             RenderError: If offscreen rendering is unavailable or the frame is too large.
         """
-        renderer, cam_id = self._renderer_for(camera or self.camera)
-        return renderer.render(self._data, cam_id, int(width), int(height))
+        return self._frames.draw(self._model, self._data, self._camera_id(camera or self.camera),
+                                 int(width), int(height), lane=self.render_lane)
 
-    def _renderer_for(self, camera: str) -> tuple[OffscreenRenderer, int]:
-        cached = self._cam_cache
-        if cached[0] is self._model and cached[1] == camera:
-            cam_id = cached[2]  # the observation camera at every step: no lookup by name
-        else:
-            cam_id = mujoco.mj_name2id(self._model, mujoco.mjtObj.mjOBJ_CAMERA, camera)
-            self._cam_cache = (self._model, camera, cam_id)
+    def _camera_id(self, camera: str) -> int:
+        cam_id = self._frames.camera_id(self._model, camera)
         if cam_id < 0:
             names = [self._model.camera(i).name for i in range(self._model.ncam)]
             raise UnknownNameError("camera", camera, names)
-        if self._renderer is None:
-            self._renderer = OffscreenRenderer(self._model, lane=self.render_lane)
-        else:
-            if self._renderer.model is not self._model:
-                self._renderer.set_model(self._model)
-            self._renderer.set_lane(self.render_lane)  # nothing to do when unchanged
-        return self._renderer, cam_id
+        return cam_id
 
     def render(self) -> np.ndarray | None:  # type: ignore[override]
         """``(height, width, 3) uint8`` frame of the observation camera for ``rgb_array``."""
@@ -323,9 +308,7 @@ class TabletopEnv(gym.Env[Any, np.ndarray]):
 
     def close(self) -> None:
         """Free the renderer's OpenGL resources (the env stays usable; a new one is made lazily)."""
-        if self._renderer is not None:
-            self._renderer.close()
-            self._renderer = None
+        self._frames.close()
 
     # ---- gymnasium API -------------------------------------------------------------------
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):

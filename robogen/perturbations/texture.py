@@ -1,6 +1,6 @@
-"""The ``texture`` axis: appearance of the table, the floor/background and the objects.
+"""The ``texture`` axis: appearance of the table, the floor/background, the objects and the robot.
 
-Each surface group (``table``, ``floor``, ``object`` of the scene roles) gets a
+Each surface group (``table``, ``floor``, ``object``, ``robot`` of the scene roles) gets a
 *look*: a procedural pattern (``flat``, ``checker``, ``gradient``, ``noise``)
 in a two-colour palette. Where a group's geom has a textured material the
 pattern is written into the texture's pixels (``model.tex_data``; the wrapper
@@ -38,8 +38,10 @@ if TYPE_CHECKING:
 
 PATTERNS = ("flat", "checker", "gradient", "noise")
 """Procedural patterns a look may use."""
-GROUPS = ("table", "floor", "object")
-"""Surface groups, from ``roles.table_geoms``, ``roles.floor_geoms``, ``roles.object_geoms``."""
+GROUPS = ("table", "floor", "object", "robot")
+"""Surface groups, from ``roles.table_geoms``, ``roles.floor_geoms``, ``roles.object_geoms``,
+``roles.robot_geoms`` (drawn in this order; a scene without a group draws nothing for it, so
+``robot``, added last, leaves the looks of scenes without robot geoms as they were)."""
 CELLS = (2, 4, 8)
 """Checker cells / noise lattice cells per texture side."""
 _DEFAULT_RGBA = np.array([0.5, 0.5, 0.5, 1.0], dtype=np.float32)
@@ -51,7 +53,7 @@ class SurfaceLook:
     """The look of one surface group.
 
     Attributes:
-        group: ``table``, ``floor`` or ``object``.
+        group: ``table``, ``floor``, ``object`` or ``robot``.
         geoms: Names of the group's geoms (from the scene roles).
         pattern: One of :data:`PATTERNS`.
         rgb1: First palette colour, channels in [0, 1] (the colour of untextured geoms).
@@ -176,16 +178,17 @@ class TexturePerturbation(Perturbation):
 
 @register_axis("texture")
 class TextureAxis(Axis):
-    """Table, floor/background and object appearance: colours and procedural textures."""
+    """Table, floor/background, object and robot appearance: colours and procedural textures."""
 
     kind: ClassVar[str] = "visual"
     description: ClassVar[str] = (
-        "table, floor/background and object colours and procedural textures "
+        "table, floor/background, object and robot colours and procedural textures "
         "(checker, gradient, noise)"
     )
 
     required_roles: ClassVar[Mapping[str, str]] = {
-        "table_geoms": "table", "floor_geoms": "floor", "object_geoms": "object geoms"}
+        "table_geoms": "table", "floor_geoms": "floor", "object_geoms": "object geoms",
+        "robot_geoms": "robot geoms"}
 
     def sample(self, rng: np.random.Generator, severity: float, split: str, scene: MujocoScene
                ) -> TexturePerturbation:

@@ -82,10 +82,14 @@ written before they existed keeps its hash."""
 
 _VERSIONED_PACKAGES = ("robogen", "mujoco", "gymnasium", "stable-baselines3", "torch", "numpy",
                        "ray")
+_SUITE_PACKAGES = ("dm_control", "robosuite", "metaworld", "gymnasium-robotics")
+"""Optional suites, recorded only where installed (their physics differ between mujoco lines)."""
 
 
 def package_versions() -> dict[str, str]:
-    """Installed versions of the packages that shape an episode (``"not installed"`` if absent)."""
+    """Installed versions of the packages that shape an episode (``"not installed"`` if absent;
+    the optional suites dm_control, robosuite, metaworld and gymnasium-robotics only where
+    installed)."""
     from importlib.metadata import PackageNotFoundError, version
 
     out = {}
@@ -94,6 +98,11 @@ def package_versions() -> dict[str, str]:
             out[pkg] = version(pkg)
         except PackageNotFoundError:
             out[pkg] = "not installed"
+    for pkg in _SUITE_PACKAGES:
+        try:
+            out[pkg] = version(pkg)
+        except PackageNotFoundError:
+            pass
     return out
 
 

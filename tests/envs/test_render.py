@@ -62,7 +62,7 @@ def test_worker_with_deferred_frames_equals_a_synchronous_loop(tmp_path, factory
     assert all(s.defer_frames for s in worker._scenes)
     assert worker._takes_slots == (factory == "image_driven_slots")
     results = [r for u in units for r in worker.run_unit(u)]
-    assert [s._renderer.lane for s in worker._scenes] == [k % lanes for k in range(3)]
+    assert [s._frames.renderer.lane for s in worker._scenes] == [k % lanes for k in range(3)]
     worker.close()
     deferred_seen = worker.policy.seen
 
@@ -198,15 +198,15 @@ def test_envs_of_one_scene_share_a_context_and_draw_the_same_frames(env_id, monk
         e.reset(seed=i)
     scenes = [find_scene(e) for e in envs]
     shared = _frames(scenes)
-    ctxs = {id(s._renderer._ctx) for s in scenes}
-    assert len(ctxs) == 1 and scenes[0]._renderer._ctx.users == 3
+    ctxs = {id(s._frames.renderer._ctx) for s in scenes}
+    assert len(ctxs) == 1 and scenes[0]._frames.renderer._ctx.users == 3
     assert not np.array_equal(shared[0], shared[1])  # different states, one context
     # the same envs, each renderer in a context of its own: the very same pixels
     counter = iter(range(10**6))
     monkeypatch.setattr(rd, "context_key", lambda model: str(next(counter)).encode())
     for s in scenes:
-        s._renderer.set_model(s.model)
-    assert len({id(s._renderer._ctx) for s in scenes}) == 3
+        s._frames.renderer.set_model(s.model)
+    assert len({id(s._frames.renderer._ctx) for s in scenes}) == 3
     for a, b in zip(shared, _frames(scenes), strict=True):
         assert np.array_equal(a, b)
     for e in envs:
@@ -219,22 +219,22 @@ def test_a_texture_edit_stays_in_its_own_env_and_returning_to_nominal_shares_aga
         e.reset(seed=0)
     a, b = (find_scene(e) for e in envs)
     before_a, before_b = _frames([a, b])
-    assert np.array_equal(before_a, before_b) and a._renderer._ctx is b._renderer._ctx
+    assert np.array_equal(before_a, before_b) and a._frames.renderer._ctx is b._frames.renderer._ctx
     nominal = a.model.tex_data.copy()
     a.model.tex_data[:] = 255 - nominal  # every texture inverted, in place
     a.textures_changed(tuple(range(a.model.ntex)))
     after_a, after_b = _frames([a, b])
     assert not np.array_equal(after_a, before_a)  # the edit shows in a's frame
     assert np.array_equal(after_b, before_b)  # and not in b's
-    assert a._renderer._ctx is not b._renderer._ctx and b._renderer._ctx.users == 1
-    own = a._renderer._ctx
+    assert a._frames.renderer._ctx is not b._frames.renderer._ctx and b._frames.renderer._ctx.users == 1
+    own = a._frames.renderer._ctx
     a.model.tex_data[:] = nominal // 2  # a second edit: a's own context is updated in place
     a.textures_changed(tuple(range(a.model.ntex)))
-    assert a._renderer._ctx is own and own.key == rd.context_key(a.model)
+    assert a._frames.renderer._ctx is own and own.key == rd.context_key(a.model)
     assert not np.array_equal(_frames([a])[0], after_a)
     a.model.tex_data[:] = nominal
     a.textures_changed(tuple(range(a.model.ntex)))
-    assert a._renderer._ctx is b._renderer._ctx and b._renderer._ctx.users == 2
+    assert a._frames.renderer._ctx is b._frames.renderer._ctx and b._frames.renderer._ctx.users == 2
     assert np.array_equal(_frames([a])[0], before_a)
     key = rd.context_key(a.model)
     for e in envs:

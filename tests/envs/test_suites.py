@@ -1,6 +1,7 @@
-"""Meta-World and Fetch families: nominal match, every axis's identity and effect, expert
-success pinned (the env checker, seeding and pickling: tests/envs/test_env_contract.py).
-Skipped (with the install command) when a suite is not installed."""
+"""The optional-suite families (Meta-World, Fetch, dm_control): every axis's identity and
+effect, expert success pinned (the env checker, seeding and pickling:
+tests/envs/test_env_contract.py). Skipped (with the install command) when a suite is not
+installed."""
 
 from __future__ import annotations
 
@@ -23,7 +24,8 @@ pytestmark = pytest.mark.filterwarnings("ignore::UserWarning", "ignore::Deprecat
 
 SUITES = tuple(p for p in ENV_FAMILIES.names() if ENV_FAMILIES.get(p).requires)
 """Families that wrap an optional suite (gymnasium-robotics, metaworld), from the registry."""
-FAST_IDS = ("gymnasium-robotics/FetchPickAndPlace-v4", "metaworld/pick-place-v3")
+FAST_IDS = ("gymnasium-robotics/FetchPickAndPlace-v4", "metaworld/pick-place-v3",
+            "dm_control/cartpole-swingup")
 """One env per suite in the fast tests; every other id runs in the slow ones."""
 SLOW_IDS = tuple(i for p in SUITES for i in ENV_FAMILIES.get(p).ids() if i not in FAST_IDS)
 
@@ -44,7 +46,8 @@ def _rollout(env, seed: int, steps: int = 6):
     out = [np.asarray(obs).copy()]
     scene = find_scene(env)
     qpos = [scene.data.qpos.copy()]
-    for a in np.random.default_rng(0).uniform(-1, 1, (steps, 4)).astype(np.float32):
+    shape = env.action_space.shape
+    for a in np.random.default_rng(0).uniform(-1, 1, (steps, *shape)).astype(np.float32):
         obs, *_ = env.step(a)
         out.append(np.asarray(obs).copy())
         qpos.append(scene.data.qpos.copy())
@@ -274,18 +277,25 @@ def test_a_success_threshold_is_refused_by_a_suite_with_its_own_flag(env_id: str
 def test_a_bad_step_limit_is_refused_before_the_suite_env_is_built(env_id: str, bad) -> None:
     """Every family checks ``max_steps`` with the same message (families.check_max_steps)."""
     from robogen.envs import EnvOptions
-    from robogen.envs.fetch_env import make_fetch
-    from robogen.envs.metaworld_env import make_metaworld
     from robogen.errors import InvalidSpecError
 
     _need(env_id)
     name = env_id.split("/", 1)[1]
     if env_id.startswith("gymnasium-robotics/"):
+        from robogen.envs.fetch_env import make_fetch
+
         def direct() -> object:
             return make_fetch(name, EnvOptions(max_steps=bad))
-    else:
+    elif env_id.startswith("metaworld/"):
+        from robogen.envs.metaworld_env import make_metaworld
+
         def direct() -> object:
             return make_metaworld(name, max_steps=bad)
+    else:
+        from robogen.envs.dm_control_env import make_dm_control
+
+        def direct() -> object:
+            return make_dm_control(name, max_steps=bad)
     want = f"max_steps must be a positive integer, got {bad!r}"
     for call in (lambda: make(env_id, max_steps=bad), direct):
         with pytest.raises(InvalidSpecError) as e:

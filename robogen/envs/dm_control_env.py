@@ -1,0 +1,611 @@
+"""The ``dm_control`` env family: DeepMind Control Suite tasks made perturbable.
+
+``robogen.envs.make("dm_control/cheetah-run")`` loads ``suite.load("cheetah", "run")``
+(dm_control 1.0.50) and wraps it in a :class:`DMControlEnv`, a Gymnasium env that is a
+:class:`~robogen.envs.base.MujocoScene`: robogen's axes edit the suite's own model (its
+``MjSpec`` built from the domain's XML and assets), the suite's task keeps deciding
+initial states, rewards and observations, and pixels come from robogen's offscreen
+renderer (render lanes, deferred frames) drawing the suite's ``MjModel``.
+
+Install: ``make setup-suites`` builds ``.venv-suites``, robogen's MuJoCo 3.x track
+(dm_control 1.0.50 pins ``mujoco==3.17.0`` and fails on mujoco 4.0:
+``'MjModel' object has no attribute 'flex_vertedge'``).
+
+Env ids ``dm_control/<domain>-<task>`` (:data:`TASKS`); the domain and task names are the
+suite's own (``ball_in_cup-catch``, ``manipulator-bring_ball``).
+
+Observation (``state``, float32): the suite's observation dict flattened in its own
+order (``np.concatenate([v.ravel() for v in obs.values()])``, as DrQ-v2 and most
+pixel-RL code do); units are the suite's (positions [m] or [rad], velocities [m/s] or
+[rad/s], orientations as cosines/sines, touch sensors). ``pixels``: ``(84, 84, 3) uint8``
+from the domain's camera 0 (``side`` for cheetah and walker, ``fixed`` for cartpole and
+reacher, ``cam0`` for finger and ball_in_cup, ...), robogen's render settings (shadows
+and MSAA off by default; the suite's own ``physics.render`` uses the XML's 2048^2 shadow
+map); ``render=RenderSettings(shadowsize=2048, offsamples=4)`` draws the suite's look.
+
+Action: the suite's ``action_spec`` (a ``Box`` in [-1, 1] for every listed task),
+applied ``action_repeat`` times per env step (env kwarg, default 1: the suite's own
+control step; DrQ-v2 uses 2, PlaNet/Dreamer 2-8: evaluate a policy with the repeat it
+was trained with). The reward of an env step is the sum over its repeats.
+
+Episode: the suite's 1000 control steps (:data:`SUITE_STEPS`), that is
+``ceil(1000 / action_repeat)`` env steps (truncated); ``max_steps`` changes it.
+``terminated`` when the suite's task ends the episode with discount 0 (none of the
+listed tasks does).
+
+Success: episode return >= ``success_threshold`` at the last step, default
+:data:`DEFAULT_THRESHOLD` = 500 at the suite's 1000-step horizon (half the maximum return:
+the suite's rewards are in [0, 1] per control step) and scaled by ``max_steps * action_repeat
+/ 1000`` for another horizon; a ``success_threshold`` given by the user replaces it (not
+scaled). Returns are always reported, so a study can use its own cut.
+
+Initial states: ``reset(seed=s)`` gives the task a fresh ``numpy.random.RandomState(s)``
+before the suite's ``initialize_episode``, so episode *i* starts from the same state in
+every condition (robogen's paired gaps).
+
+Scene roles (:data:`DOMAINS`): the floor plane (``ground``/``floor``, with the skybox the
+texture axis re-paints), the robot's bodies, its geoms (the texture axis recolours them,
+like DMC-GB's ``color_hard`` does the robot's material), task objects (finger's spinner,
+ball_in_cup's and manipulator's ball, reacher's and point_mass's target), the light, the
+cameras (the observation camera first), distractors as static geoms on the floor in front
+of the camera, and pose dofs (the actuated joints and objects' joints) for
+``object_pose``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+import warnings
+from typing import Any
+
+import gymnasium as gym  # robogen.envs imported robogen._gl first (MUJOCO_GL)
+import mujoco
+import numpy as np
+from gymnasium import spaces
+from gymnasium.envs.registration import EnvSpec
+
+from robogen.envs.base import PoseDof, SceneRoles
+from robogen.envs.families import EnvOptions, check_max_steps
+from robogen.envs.gym_adapter import descends_from
+from robogen.envs.gym_catalog import SuccessRule
+from robogen.envs.observations import compose_observation, observation_space
+from robogen.envs.frames import SceneFrames
+from robogen.errors import InvalidSpecError, SceneError, UnknownNameError
+from robogen.types import RenderSettings
+
+SUITE_STEPS = 1000
+"""Control steps of every listed suite task's episode (its time limit / control step)."""
+DEFAULT_THRESHOLD = 500.0
+"""Default success threshold on the episode return at the suite's horizon [-]."""
+BAD_ACTION_REPEAT = "action_repeat must be an integer >= 1, got {value!r}"
+"""Message of the InvalidSpecError for a bad ``action_repeat`` (tests reuse it)."""
+OBS_SIZE_CHANGED = (
+    "the installed model changes dm_control/{env}'s (nq, nv, nu) from {expected} to {got}; "
+    "add distractors as static (jointless) world geoms, not bodies with joints"
+)
+
+Vec4 = tuple[float, float, float, float]
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class DMControlDomain:
+    """What robogen knows about one dm_control domain.
+
+    Attributes:
+        domain: The suite's domain name (``cheetah``).
+        tasks: Its task names robogen lists (``dm_control/<domain>-<task>``).
+        robot_roots: Root bodies of the robot; their subtrees are ``roles.robot_bodies``.
+        floor_geoms: The floor plane (texture axis; distractors rest on it).
+        object_geoms: Task objects and targets (texture axis).
+        object_bodies: Task object bodies (physics axis: mass).
+        distractor_xy: ``(xmin, xmax, ymin, ymax)`` [m] on the floor where distractors go
+            (in view of camera 0); None: no distractors.
+        hinge_offset: Largest ``object_pose`` offset of every actuated joint [rad or m];
+            None: the actuated joints are not pose dofs.
+        pose_dofs: Further ``object_pose`` dofs (object joints).
+        look_at: Point the camera axis orbits [m]; None: the first robot root's position.
+        model_fn: Function of the domain's module that returns ``(xml, assets)``.
+        model_args: Its positional arguments (manipulator's ``make_model(use_peg, insert)``).
+    """
+
+    domain: str
+    tasks: tuple[str, ...]
+    robot_roots: tuple[str, ...]
+    floor_geoms: tuple[str, ...]
+    object_geoms: tuple[str, ...] = ()
+    object_bodies: tuple[str, ...] = ()
+    distractor_xy: Vec4 | None = None
+    hinge_offset: float | None = None
+    pose_dofs: tuple[PoseDof, ...] = ()
+    look_at: tuple[float, float, float] | None = None
+    model_fn: str = "get_model_and_assets"
+    model_args: tuple[bool, ...] = ()
+
+
+_LOCO_XY: Vec4 = (-1.5, 1.5, -0.7, 0.7)
+_DOMAINS: tuple[DMControlDomain, ...] = (
+    DMControlDomain("cheetah", ("run",), ("torso",), ("ground",), distractor_xy=_LOCO_XY,
+                    hinge_offset=0.2),
+    DMControlDomain("walker", ("walk", "stand", "run"), ("torso",), ("floor",),
+                    distractor_xy=_LOCO_XY, hinge_offset=0.1),
+    DMControlDomain("hopper", ("stand", "hop"), ("torso",), ("floor",),
+                    distractor_xy=_LOCO_XY, hinge_offset=0.1),
+    DMControlDomain("cartpole", ("swingup", "balance"), ("cart",), ("floor",),
+                    distractor_xy=(-1.8, 1.8, -0.8, 0.8),
+                    pose_dofs=(PoseDof("slider", 0, 0.3, -1.5, 1.5),
+                               PoseDof("hinge_1", 0, 0.3))),
+    DMControlDomain("finger", ("spin", "turn_easy", "turn_hard"), ("proximal",), ("ground",),
+                    object_geoms=("cap1", "cap2"), object_bodies=("spinner",),
+                    distractor_xy=(-0.5, 0.5, -0.15, 0.15), hinge_offset=0.2,
+                    pose_dofs=(PoseDof("hinge", 0, 0.5),), look_at=(0.0, 0.0, 0.4)),
+    DMControlDomain("reacher", ("easy", "hard"), ("arm",), ("ground",),
+                    object_geoms=("target",), distractor_xy=(-0.25, 0.25, -0.25, 0.25),
+                    hinge_offset=0.3),
+    DMControlDomain("ball_in_cup", ("catch",), ("cup",), ("ground",),
+                    object_geoms=("ball",), object_bodies=("ball",),
+                    distractor_xy=(-0.5, 0.5, -0.15, 0.15), hinge_offset=0.05,
+                    pose_dofs=(PoseDof("ball_x", 0, 0.05, -0.2, 0.2),
+                               PoseDof("ball_z", 0, 0.05)), look_at=(0.0, 0.0, 0.4)),
+    DMControlDomain("manipulator", ("bring_ball",), ("upper_arm",), ("floor",),
+                    object_geoms=("ball", "target_ball"), object_bodies=("ball",),
+                    distractor_xy=(-0.7, 0.7, -0.2, 0.2), hinge_offset=0.1,
+                    pose_dofs=(PoseDof("ball_x", 0, 0.05, -0.38, 0.38),),
+                    look_at=(0.0, 0.0, 0.4), model_fn="make_model", model_args=(False, False)),
+    DMControlDomain("pendulum", ("swingup",), ("pole",), ("floor",),
+                    distractor_xy=(-1.0, 1.0, -0.5, 0.5), hinge_offset=0.3),
+    DMControlDomain("point_mass", ("easy",), ("pointmass",), ("ground",),
+                    object_geoms=("target",), hinge_offset=0.05),  # the mass reaches the whole
+    # arena (slide joints over it): nowhere on its floor keeps clear of it, so no distractors
+    DMControlDomain("acrobot", ("swingup",), ("upper_arm",), ("floor",),
+                    distractor_xy=(-1.5, 1.5, -0.5, 0.5), hinge_offset=0.2,
+                    pose_dofs=(PoseDof("shoulder", 0, 0.2),)),
+)
+DOMAINS: dict[str, DMControlDomain] = {d.domain: d for d in _DOMAINS}
+"""Domain name -> its :class:`DMControlDomain`, in the order ``robogen list`` shows."""
+TASKS: tuple[str, ...] = tuple(f"{d.domain}-{t}" for d in _DOMAINS for t in d.tasks)
+"""Names of this family (robogen ids ``dm_control/<domain>-<task>``)."""
+
+
+def split_name(name: str) -> tuple[str, str]:
+    """``"ball_in_cup-catch"`` -> ``("ball_in_cup", "catch")``.
+
+    Raises:
+        UnknownNameError: If ``name`` is not one of :data:`TASKS` (lists close matches).
+    """
+    if name not in TASKS:
+        raise UnknownNameError("dm_control <domain>-<task>", name, TASKS)
+    domain, task = name.split("-", 1)
+    return domain, task
+
+
+def check_action_repeat(action_repeat: object) -> int:
+    """Return ``action_repeat`` if it is an int >= 1.
+
+    Raises:
+        InvalidSpecError: Otherwise (message :data:`BAD_ACTION_REPEAT`).
+    """
+    if isinstance(action_repeat, bool) or not isinstance(action_repeat, int) \
+            or action_repeat < 1:
+        raise InvalidSpecError(BAD_ACTION_REPEAT.format(value=action_repeat))
+    return action_repeat
+
+
+def default_steps(action_repeat: int) -> int:
+    """Env steps of a suite episode with ``action_repeat``: ``ceil(1000 / action_repeat)``."""
+    return math.ceil(SUITE_STEPS / action_repeat)
+
+
+def inline_includes(xml: str | bytes, assets: dict[str, bytes]) -> str:
+    """The MJCF ``xml`` with every ``<include file=...>`` replaced by that asset's elements.
+
+    ``MjSpec.from_string(xml, assets=...)`` does not resolve includes from the assets
+    (mujoco 3.17: "Error opening file 'common/skybox.xml'"), while ``MjModel`` does; the
+    suite's domains include ``./common/{skybox,visual,materials}.xml``.
+
+    Raises:
+        SceneError: If an included file is not among ``assets``.
+    """
+    import xml.etree.ElementTree as ET
+
+    root = ET.fromstring(xml)
+    by_name = {k.removeprefix("./"): v for k, v in assets.items()}
+    for parent in list(root.iter()):
+        for k, child in reversed(list(enumerate(parent))):
+            if child.tag != "include":
+                continue
+            name = str(child.get("file", "")).removeprefix("./")
+            if name not in by_name:
+                raise SceneError(f"the suite's XML includes {name!r}, which is not among its "
+                                 f"assets {sorted(by_name)}")
+            parent.remove(child)
+            for j, element in enumerate(ET.fromstring(by_name[name])):
+                parent.insert(k + j, element)
+    return ET.tostring(root, encoding="unicode")
+
+
+def actuated_joints(model: mujoco.MjModel) -> tuple[str, ...]:
+    """Names of the joints the actuators drive, in actuator order, each once: a joint
+    transmission's joint, or the joints a fixed tendon transmission couples (point_mass)."""
+    out: list[str] = []
+    for a in range(model.nu):
+        target = int(model.actuator_trnid[a, 0])
+        kind = int(model.actuator_trntype[a])
+        if kind == int(mujoco.mjtTrn.mjTRN_JOINT):
+            ids = [target]
+        elif kind == int(mujoco.mjtTrn.mjTRN_TENDON):
+            adr, num = int(model.tendon_adr[target]), int(model.tendon_num[target])
+            ids = [int(model.wrap_objid[w]) for w in range(adr, adr + num)
+                   if int(model.wrap_type[w]) == int(mujoco.mjtWrap.mjWRAP_JOINT)]
+        else:
+            ids = []
+        out += [model.joint(j).name for j in ids if model.joint(j).name not in out]
+    return tuple(out)
+
+
+def _flatten(observation: Any) -> np.ndarray:
+    """The suite's observation dict as one float64 vector, in the dict's order."""
+    return np.concatenate([np.asarray(v, dtype=np.float64).ravel()
+                           for v in observation.values()])
+
+
+class DMControlEnv(gym.Env[Any, np.ndarray]):
+    """A dm_control suite task as a perturbable Gymnasium env (a :class:`MujocoScene`).
+
+    Description:
+        ``suite.load(domain, task)`` stepped ``action_repeat`` times per env step; the
+        suite's task decides initial states, rewards and observations.
+
+    Observation Space:
+        ============  =====================================  =============================
+        obs_mode      space                                  unit
+        ============  =====================================  =============================
+        state         Box(-inf, inf, (obs_dim,), float32)    the suite's (m, rad, m/s...)
+        pixels        Box(0, 255, (H, W, 3), uint8)          RGB from camera 0
+        state+pixels  Dict(state=..., pixels=...)            both
+        ============  =====================================  =============================
+
+    Action Space:
+        The suite's ``action_spec`` as a ``Box`` (float32), actuator controls in [-1, 1].
+
+    Reward:
+        The suite's per control step, in [0, 1], summed over the repeats.
+
+    Perturbation hooks:
+        :meth:`nominal_spec`, :meth:`install_model`, :meth:`textures_changed`,
+        :meth:`observe`, :meth:`render_frame`, :attr:`roles`.
+
+    Success:
+        Episode return >= the threshold at the last step (module docstring);
+        ``info["success"]`` False before.
+
+    Episode End:
+        ``terminated`` if the task ends the episode (discount 0); truncation by the
+        ``TimeLimit`` that :func:`make_dm_control` puts around it.
+
+    Version History:
+        * v0: initial adapter (dm_control 1.0.50, mujoco 3.17).
+
+    Args:
+        name: ``<domain>-<task>``, one of :data:`TASKS`.
+        obs_mode: ``state``, ``pixels`` or ``state+pixels``.
+        render: Pixel settings; None: 84x84 from camera 0, shadows and MSAA off.
+        success_threshold: Return threshold replacing the default rule (not scaled).
+        action_repeat: Control steps per env step (int >= 1).
+        max_steps: The episode's env steps (truncation, threshold scaling); None: the
+            suite's horizon.
+
+    Raises:
+        UnknownNameError: On an unknown name.
+        InvalidSpecError: On a bad observation mode, render size or action repeat.
+    """
+
+    metadata: dict[str, Any] = {"render_modes": []}  # noqa: RUF012 - Gymnasium's contract
+
+    def __init__(self, name: str, obs_mode: str = "state", render: RenderSettings | None = None,
+                 success_threshold: float | None = None, action_repeat: int = 1,
+                 max_steps: int | None = None) -> None:
+        from dm_control import suite
+
+        domain, task = split_name(name)
+        check_action_repeat(action_repeat)
+        check_max_steps(max_steps)
+        self._args = {"name": name, "obs_mode": obs_mode,
+                      "render": None if render is None else dataclasses.asdict(render),
+                      "success_threshold": success_threshold, "action_repeat": action_repeat,
+                      "max_steps": max_steps}
+        self.name = name
+        self.domain = DOMAINS[domain]
+        self.obs_mode = obs_mode
+        self.action_repeat = action_repeat
+        # the episode length is the TimeLimit's: no time limit inside the suite
+        self._env: Any = suite.load(domain, task, task_kwargs={"time_limit": float("inf")})
+        self._physics: Any = self._env.physics
+        self._frames = SceneFrames()
+        self.defer_frames = False
+        """Pixel observations are pending frames drawn on the render thread (set by the
+        rollout worker; see :mod:`robogen.envs.render`)."""
+        self.render_lane = 0
+        """Render lane drawing this env's frames (set by the rollout worker)."""
+        self._episode_return = 0.0
+        self._steps = 0
+        self._limit = steps = max_steps or default_steps(action_repeat)
+        if success_threshold is not None:
+            self._rule = SuccessRule("return", float(success_threshold))
+        else:
+            self._rule = SuccessRule(
+                "return", DEFAULT_THRESHOLD * min(steps * action_repeat, SUITE_STEPS)
+                / SUITE_STEPS)
+        spec = self._env.action_spec()
+        self.action_space = spaces.Box(np.asarray(spec.minimum, np.float32),
+                                       np.asarray(spec.maximum, np.float32),
+                                       shape=spec.shape, dtype=np.float32)
+        self._state_dim = int(_flatten(self._env.task.get_observation(self._physics)).size)
+        with warnings.catch_warnings():  # cheetah.xml's deprecated settotalmass
+            warnings.filterwarnings("ignore", message=".*settotalmass.*")
+            first = self.nominal_spec().compile()
+        self._sizes = (first.nq, first.nv, first.nu)
+        self._roles = self._make_roles(first)
+        settings = render or RenderSettings()
+        if settings.width < 1 or settings.height < 1:
+            raise InvalidSpecError(
+                f"render width and height must be >= 1 px, got {settings.width}x{settings.height}")
+        self.render_settings = dataclasses.replace(
+            settings, camera=settings.camera or self._roles.cameras[0],
+            mujoco_gl=os.environ.get("MUJOCO_GL", ""))
+        self.install_model(first)
+        self._camera_id(self.render_settings.camera)  # validate the camera name
+        cam = self.render_settings.camera
+        self._roles = dataclasses.replace(
+            self._roles, cameras=(cam, *(c for c in self._roles.cameras if c != cam)))
+        s = self.render_settings
+        self.observation_space = observation_space(obs_mode, (self._state_dim,), s.height,
+                                                   s.width)
+
+    # -- MujocoScene -------------------------------------------------------------------------
+
+    @property
+    def model(self) -> mujoco.MjModel:
+        """The compiled model currently simulated (the suite physics' ``MjModel``)."""
+        return self._physics.model.ptr
+
+    @property
+    def data(self) -> mujoco.MjData:
+        """Its ``MjData``."""
+        return self._physics.data.ptr
+
+    @property
+    def roles(self) -> SceneRoles:
+        """Scene roles of this env (module docstring)."""
+        return self._roles
+
+    @property
+    def rule(self) -> SuccessRule:
+        """The success rule in force."""
+        return self._rule
+
+    @property
+    def success_rule(self) -> str:
+        """The success rule in words."""
+        return (f"{self._rule.describe()} (dm_control return over "
+                f"{SUITE_STEPS} control steps at most {SUITE_STEPS:g})")
+
+    @property
+    def suite_env(self) -> Any:
+        """The wrapped ``dm_control.rl.control.Environment``."""
+        return self._env
+
+    def nominal_spec(self) -> mujoco.MjSpec:
+        """A fresh nominal MjSpec: the domain's XML and the suite's common assets."""
+        import importlib
+
+        module = importlib.import_module(f"dm_control.suite.{self.domain.domain}")
+        xml, assets = getattr(module, self.domain.model_fn)(*self.domain.model_args)
+        return mujoco.MjSpec.from_string(inline_includes(xml, assets))
+
+    def install_model(self, model: mujoco.MjModel) -> None:
+        """Simulate ``model`` from now on: the suite's physics reloads it (named indexing
+        rebuilt), the state carries over, render settings go into ``model.vis``.
+
+        Raises:
+            SceneError: If ``model`` changes the number of qpos, qvel or actuators (the
+                previous model stays).
+        """
+        from dm_control.mujoco import wrapper
+
+        sizes = (model.nq, model.nv, model.nu)
+        if sizes != self._sizes:
+            raise SceneError(OBS_SIZE_CHANGED.format(env=self.name, expected=self._sizes,
+                                                     got=sizes))
+        s = self.render_settings
+        model.vis.quality.shadowsize = s.shadowsize
+        model.vis.quality.offsamples = s.offsamples
+        model.vis.global_.offwidth = max(model.vis.global_.offwidth, s.width)
+        model.vis.global_.offheight = max(model.vis.global_.offheight, s.height)
+        old = self.data
+        new = wrapper.MjData(wrapper.MjModel(model))
+        raw = new.ptr
+        raw.qpos[:], raw.qvel[:], raw.ctrl[:] = old.qpos, old.qvel, old.ctrl
+        if model.na == old.act.size:
+            raw.act[:] = old.act
+        raw.time = old.time
+        self._physics._reload_from_data(new)  # noqa: SLF001 - dm_control's reload hook
+        self._frames.set_model(model)
+
+    def textures_changed(self, texture_ids: tuple[int, ...]) -> None:
+        """Re-upload ``model.tex_data`` of ``texture_ids`` to the pixel renderer."""
+        self._frames.upload_textures(texture_ids)
+
+    def observe(self) -> Any:
+        """The observation of the current state (the task's, after ``mj_forward``)."""
+        mujoco.mj_forward(self.model, self.data)
+        return self._transform(_flatten(self._env.task.get_observation(self._physics)))
+
+    def render_frame(self, camera: str | None = None, width: int = 84, height: int = 84
+                     ) -> np.ndarray:
+        """Render ``(height, width, 3) uint8`` RGB from ``camera`` (default camera 0).
+
+        Raises:
+            SceneError: On an unknown camera name.
+            RenderError: If no offscreen GL context can be created.
+        """
+        return self._frame(camera, int(width), int(height), defer=False)
+
+    # -- gym API -----------------------------------------------------------------------------
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None
+              ) -> tuple[Any, dict[str, Any]]:
+        """Reset; ``seed`` seeds the task's initial-state generator."""
+        super().reset(seed=seed)
+        task_seed = int(seed) if seed is not None else int(self.np_random.integers(2**31 - 1))
+        self._env.task._random = np.random.RandomState(task_seed)  # noqa: SLF001
+        ts = self._env.reset()
+        self._episode_return = 0.0
+        self._steps = 0
+        return self._transform(_flatten(ts.observation)), {"success": False,
+                                                           "episode_return": 0.0}
+
+    def step(self, action: Any) -> tuple[Any, float, bool, bool, dict[str, Any]]:
+        """Apply ``action`` for ``action_repeat`` control steps.
+
+        ``info["success"]`` is decided at the last step (the return rule; an episode the
+        task ended early is never a success).
+        """
+        act = np.asarray(action, dtype=np.float64)
+        reward = 0.0
+        terminated = False
+        ts = None
+        with self._physics.suppress_physics_errors():  # robogen's wrapper reports divergence
+            for _ in range(self.action_repeat):
+                ts = self._env.step(act)
+                reward += float(ts.reward or 0.0)
+                if ts.last():
+                    terminated = ts.discount == 0.0
+                    break
+        assert ts is not None
+        self._steps += 1
+        self._episode_return += reward
+        truncated = self._steps >= self._limit and not terminated
+        info = {"success": truncated and self._episode_return >= self._rule.threshold,
+                "episode_return": self._episode_return,
+                "robogen": {"success_metric": self._episode_return}}
+        return self._transform(_flatten(ts.observation)), reward, terminated, truncated, info
+
+    def __getstate__(self) -> dict[str, Any]:
+        """Pickle as the constructor arguments (the suite env and GL objects are rebuilt)."""
+        return {"args": self._args}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        """Rebuild from the constructor arguments: the copy is the env as constructed."""
+        args = dict(state["args"])
+        render = args.pop("render")
+        self.__init__(render=None if render is None else RenderSettings(**render), **args)
+
+    def close(self) -> None:
+        """Free the pixel renderer."""
+        self._frames.close()
+
+    # -- helpers -----------------------------------------------------------------------------
+
+    def _make_roles(self, model: mujoco.MjModel) -> SceneRoles:
+        d = self.domain
+        roots = [model.body(r).id for r in d.robot_roots]
+        robot = tuple(model.body(i).name for i in range(1, model.nbody)
+                      if any(descends_from(model, i, r) for r in roots))
+        robot_ids = {model.body(b).id for b in robot}
+        robot_geoms = tuple(model.geom(g).name for g in range(model.ngeom)
+                            if int(model.geom_bodyid[g]) in robot_ids)
+        joints = actuated_joints(model)
+        pose: tuple[PoseDof, ...] = ()
+        if d.hinge_offset is not None:
+            for n in joints:
+                j = model.joint(n)
+                low, high = ((float(j.range[0]), float(j.range[1]))
+                             if model.jnt_limited[j.id] else (None, None))
+                pose += (PoseDof(n, 0, d.hinge_offset, low, high),)
+        region = None
+        if d.distractor_xy is not None:
+            region = (*d.distractor_xy, float(model.geom(d.floor_geoms[0]).pos[2]))
+        look_at = d.look_at or tuple(float(x) for x in model.body(d.robot_roots[0]).pos)
+        return SceneRoles(
+            floor_geoms=d.floor_geoms, object_geoms=d.object_geoms,
+            object_bodies=d.object_bodies, robot_bodies=robot, robot_geoms=robot_geoms,
+            robot_joints=joints,
+            robot_actuators=tuple(model.actuator(a).name for a in range(model.nu)),
+            cameras=tuple(model.camera(i).name for i in range(model.ncam)),
+            lights=tuple(model.light(i).name for i in range(model.nlight)),
+            look_at=look_at,  # type: ignore[arg-type]
+            distractor_region=region, pose_dofs=pose + d.pose_dofs,
+            keep_clear=(*robot, *d.object_bodies),
+        )
+
+    def _camera_id(self, name: str) -> int:
+        cid = self._frames.camera_id(self.model, name)
+        if cid < 0:
+            names = [self.model.camera(i).name for i in range(self.model.ncam)]
+            raise SceneError(f"dm_control/{self.name} has no camera {name!r}; cameras: {names}")
+        return cid
+
+    def _frame(self, camera: str | None, width: int, height: int, *, defer: bool) -> Any:
+        cam = self._camera_id(camera or self._roles.cameras[0])
+        return self._frames.draw(self.model, self.data, cam, width, height,
+                                 lane=self.render_lane, defer=defer)
+
+    def _transform(self, state: np.ndarray) -> Any:
+        if self.obs_mode == "state":
+            return np.asarray(state, dtype=np.float32)
+        s = self.render_settings
+        return compose_observation(
+            self.obs_mode, lambda: state,
+            lambda: self._frame(s.camera, s.width, s.height, defer=self.defer_frames))
+
+
+def make_dm_control(name: str, *, obs_mode: str = "state", max_steps: int | None = None,
+                    render: RenderSettings | None = None,
+                    success_threshold: float | None = None, action_repeat: int = 1
+                    ) -> gym.Env[Any, Any]:
+    """Create ``dm_control/<name>`` (see the module docstring).
+
+    Args:
+        name: ``<domain>-<task>``, one of :data:`TASKS`.
+        obs_mode: ``state``, ``pixels`` or ``state+pixels``.
+        max_steps: Env steps per episode; None: ``ceil(1000 / action_repeat)``.
+        render: Pixel settings; None: 84x84 from camera 0, shadows and MSAA off.
+        success_threshold: Return threshold replacing the default rule.
+        action_repeat: Control steps per env step (int >= 1).
+
+    Returns:
+        A :class:`DMControlEnv` in a ``TimeLimit``.
+
+    Raises:
+        UnknownNameError: On an unknown name.
+        InvalidSpecError: On a bad step limit, action repeat, observation mode or size.
+    """
+    split_name(name)
+    check_max_steps(max_steps)
+    check_action_repeat(action_repeat)
+    limit = max_steps or default_steps(action_repeat)
+    inner = DMControlEnv(name, obs_mode=obs_mode, render=render,
+                         success_threshold=success_threshold, action_repeat=action_repeat,
+                         max_steps=limit)
+    inner.spec = EnvSpec(id=f"dm_control/{name}", entry_point=f"{__name__}:make_dm_control",
+                         max_episode_steps=limit,
+                         kwargs={"name": name, "max_steps": limit, "obs_mode": obs_mode,
+                                 "action_repeat": action_repeat})
+    return gym.wrappers.TimeLimit(inner, limit)
+
+
+def family_ids() -> tuple[str, ...]:
+    """Names of the ``dm_control`` env family: :data:`TASKS`."""
+    return TASKS
+
+
+def family_make(name: str, options: EnvOptions, **kwargs: Any) -> gym.Env[Any, Any]:
+    """Create ``dm_control/<name>`` with :func:`make_dm_control` (``action_repeat`` is the
+    one env kwarg)."""
+    kwargs.pop("disable_env_checker", None)  # a gym.make argument; the env is built directly
+    return make_dm_control(name, obs_mode=options.obs_mode, max_steps=options.max_steps,
+                           render=options.render, success_threshold=options.success_threshold,
+                           **kwargs)
+
