@@ -68,10 +68,10 @@ from gymnasium.envs.registration import EnvSpec
 
 from robogen.envs.base import PoseDof, SceneRoles
 from robogen.envs.families import EnvOptions, check_max_steps
+from robogen.envs.frames import SceneFrames
 from robogen.envs.gym_adapter import descends_from
 from robogen.envs.gym_catalog import SuccessRule
 from robogen.envs.observations import compose_observation, observation_space
-from robogen.envs.frames import SceneFrames
 from robogen.errors import InvalidSpecError, SceneError, UnknownNameError
 from robogen.types import RenderSettings
 
@@ -549,8 +549,8 @@ class DMControlEnv(gym.Env[Any, np.ndarray]):
 
     def _frame(self, camera: str | None, width: int, height: int, *, defer: bool) -> Any:
         cam = self._camera_id(camera or self._roles.cameras[0])
-        return self._frames.draw(self.model, self.data, cam, width, height,
-                                 lane=self.render_lane, defer=defer)
+        return self._frames.observation(self.model, self.data, cam, width, height,
+                                        lane=self.render_lane, defer=defer)
 
     def _transform(self, state: np.ndarray) -> Any:
         if self.obs_mode == "state":

@@ -44,8 +44,8 @@ class SceneFrames:
         return cam
 
     def draw(self, model: mujoco.MjModel, data: mujoco.MjData, cam: int, width: int,
-             height: int, *, lane: int = 0, defer: bool = False) -> np.ndarray | PendingFrame:
-        """One ``(height, width, 3) uint8`` RGB frame of camera id ``cam``.
+             height: int, *, lane: int = 0) -> np.ndarray:
+        """One ``(height, width, 3) uint8`` RGB frame of camera id ``cam``, drawn now.
 
         Args:
             model: The scene's current model (the renderer follows it).
@@ -54,13 +54,27 @@ class SceneFrames:
             width: Image width [px].
             height: Image height [px].
             lane: Render lane that draws it (:mod:`robogen.envs.render`).
-            defer: Return a :class:`~robogen.envs.render.PendingFrame` drawn on the render
-                thread while the caller goes on.
 
         Raises:
             RenderError: If no offscreen GL context can be created, or the frame is too
                 large for a renderer made with ``grow=False``.
         """
+        return self._renderer(model, lane).render(data, cam, width, height)
+
+    def draw_deferred(self, model: mujoco.MjModel, data: mujoco.MjData, cam: int, width: int,
+                      height: int, *, lane: int = 0) -> PendingFrame:
+        """The same frame as :meth:`draw`, drawn on the render thread while the caller goes
+        on (resolve it with :func:`~robogen.envs.render.resolve_frames`)."""
+        return self._renderer(model, lane).render_async(data, cam, width, height)
+
+    def observation(self, model: mujoco.MjModel, data: mujoco.MjData, cam: int, width: int,
+                    height: int, *, lane: int, defer: bool) -> np.ndarray | PendingFrame:
+        """:meth:`draw_deferred` if ``defer`` (a scene's ``defer_frames``), else :meth:`draw`."""
+        if defer:
+            return self.draw_deferred(model, data, cam, width, height, lane=lane)
+        return self.draw(model, data, cam, width, height, lane=lane)
+
+    def _renderer(self, model: mujoco.MjModel, lane: int) -> OffscreenRenderer:
         r = self.renderer
         if r is None:
             r = self.renderer = OffscreenRenderer(model, grow=self._grow, lane=lane)
@@ -68,9 +82,7 @@ class SceneFrames:
             if r.model is not model:
                 r.set_model(model)
             r.set_lane(lane)  # nothing to do when unchanged
-        if defer:
-            return r.render_async(data, cam, width, height)
-        return r.render(data, cam, width, height)
+        return r
 
     def set_model(self, model: mujoco.MjModel) -> None:
         """Point an existing renderer at ``model`` (a newly installed one)."""

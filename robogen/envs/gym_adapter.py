@@ -71,6 +71,7 @@ from gymnasium import spaces
 from robogen.envs.base import PoseDof, SceneRoles
 from robogen.envs.camera_geometry import camera_pose
 from robogen.envs.families import EnvOptions
+from robogen.envs.frames import SceneFrames
 from robogen.envs.gym_catalog import (
     GYM_ENVS,
     AddedCamera,
@@ -79,7 +80,6 @@ from robogen.envs.gym_catalog import (
     gym_env_record,
 )
 from robogen.envs.observations import check_obs_mode, compose_observation, observation_space
-from robogen.envs.frames import SceneFrames
 from robogen.errors import InvalidSpecError, SceneError
 from robogen.types import RenderSettings
 
@@ -455,8 +455,8 @@ class GymMujocoAdapter(gym.Wrapper[Any, Any, Any, Any], gym.utils.RecordConstruc
 
     def _frame(self, camera: str | None, width: int, height: int, *, defer: bool) -> Any:
         cam = self._camera_id(camera or self._roles.cameras[0])
-        return self._frames.draw(self.model, self.data, cam, width, height,
-                                 lane=self.render_lane, defer=defer)
+        return self._frames.observation(self.model, self.data, cam, width, height,
+                                        lane=self.render_lane, defer=defer)
 
     # -- gym API ---------------------------------------------------------------------------
 

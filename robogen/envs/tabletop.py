@@ -27,6 +27,7 @@ from gymnasium import spaces
 from robogen.envs import scene as sc
 from robogen.envs.base import PoseDof, SceneRoles
 from robogen.envs.families import EnvOptions
+from robogen.envs.frames import SceneFrames
 from robogen.envs.observations import (
     BAD_OBS_MODE,  # noqa: F401  (re-exported: the message template tests reuse)
     OBS_MODES,
@@ -34,7 +35,6 @@ from robogen.envs.observations import (
     compose_observation,
     observation_space,
 )
-from robogen.envs.frames import SceneFrames
 from robogen.errors import InvalidSpecError, UnknownNameError
 from robogen.types import RenderSettings
 
@@ -277,9 +277,9 @@ class TabletopEnv(gym.Env[Any, np.ndarray]):
         return compose_observation(self.obs_mode, self._state, self._pixels)
 
     def _pixels(self) -> Any:
-        return self._frames.draw(self._model, self._data, self._camera_id(self.camera),
-                                 self.width, self.height, lane=self.render_lane,
-                                 defer=self.defer_frames)
+        return self._frames.observation(self._model, self._data, self._camera_id(self.camera),
+                                        self.width, self.height, lane=self.render_lane,
+                                        defer=self.defer_frames)
 
     def render_frame(
         self, camera: str | None = None, width: int = 84, height: int = 84
