@@ -226,7 +226,8 @@ def test_a_texture_edit_stays_in_its_own_env_and_returning_to_nominal_shares_aga
     after_a, after_b = _frames([a, b])
     assert not np.array_equal(after_a, before_a)  # the edit shows in a's frame
     assert np.array_equal(after_b, before_b)  # and not in b's
-    assert a._frames.renderer._ctx is not b._frames.renderer._ctx and b._frames.renderer._ctx.users == 1
+    ctx_a, ctx_b = a._frames.renderer._ctx, b._frames.renderer._ctx
+    assert ctx_a is not ctx_b and ctx_b.users == 1
     own = a._frames.renderer._ctx
     a.model.tex_data[:] = nominal // 2  # a second edit: a's own context is updated in place
     a.textures_changed(tuple(range(a.model.ntex)))
