@@ -28,6 +28,7 @@ gymnasium             Gymnasium's MuJoCo v5 envs                     core
 gymnasium-robotics    Fetch (gymnasium-robotics 1.4.2)               ``make setup-fetch``
 metaworld             Meta-World v3 tasks (metaworld 3.1.1)          ``make setup-metaworld``
 dm_control            DeepMind Control Suite (dm_control 1.0.50)     ``make setup-suites``
+robosuite             robosuite 1.5.2 manipulation tasks (Panda)     ``make setup-suites``
 ====================  =============================================  ==========================
 """
 
@@ -221,4 +222,12 @@ register_env_family(EnvFamily(
     install="make setup-suites (the MuJoCo 3.x track, .venv-suites: dm_control 1.0.50 pins "
             "mujoco==3.17.0)",
     success="episode return >= 500 of the suite's 1000 at the last step (--success-threshold)",
+))
+register_env_family(EnvFamily(
+    prefix="robosuite",
+    description="robosuite 1.5.2 manipulation tasks (Panda, OSC_POSE), mujoco 3.17",
+    module="robogen.envs.robosuite_env", requires="robosuite",
+    install="make setup-suites (the MuJoCo 3.x track, .venv-suites: robosuite 1.5.2 fails on "
+            "mujoco 4.0)",
+    success="robosuite's _check_success() at any step (the episode ends there), horizon 400",
 ))

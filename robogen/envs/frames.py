@@ -26,10 +26,12 @@ class SceneFrames:
     Args:
         grow: Enlarge the offscreen buffer for a frame larger than the model's
             ``offwidth``/``offheight`` (False: :class:`~robogen.errors.RenderError`).
+        hidden_groups: Geom groups not drawn (robosuite: its collision meshes, group 0).
     """
 
-    def __init__(self, *, grow: bool = True) -> None:
+    def __init__(self, *, grow: bool = True, hidden_groups: tuple[int, ...] = ()) -> None:
         self._grow = grow
+        self._hidden = tuple(hidden_groups)
         self.renderer: OffscreenRenderer | None = None
         """The renderer, None until the first frame (or after :meth:`close`)."""
         self._cam_cache: tuple[Any, str, int] = (None, "", -1)  # (model, camera name, id)
@@ -77,7 +79,8 @@ class SceneFrames:
     def _renderer(self, model: mujoco.MjModel, lane: int) -> OffscreenRenderer:
         r = self.renderer
         if r is None:
-            r = self.renderer = OffscreenRenderer(model, grow=self._grow, lane=lane)
+            r = self.renderer = OffscreenRenderer(model, grow=self._grow, lane=lane,
+                                                  hidden_groups=self._hidden)
         else:
             if r.model is not model:
                 r.set_model(model)
@@ -102,8 +105,8 @@ class SceneFrames:
 
     def __getstate__(self) -> dict[str, Any]:
         """Pickle without the renderer and the camera cache."""
-        return {"grow": self._grow}
+        return {"grow": self._grow, "hidden_groups": self._hidden}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        """A fresh instance with the same ``grow``."""
-        self.__init__(grow=state["grow"])
+        """A fresh instance with the same settings."""
+        self.__init__(grow=state["grow"], hidden_groups=state.get("hidden_groups", ()))

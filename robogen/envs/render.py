@@ -507,17 +507,22 @@ class OffscreenRenderer:
         grow: Enlarge the offscreen buffer when asked for a larger frame
             (False: raise :class:`RenderError`).
         lane: Render lane (thread and GL context) that draws its frames (see :meth:`set_lane`).
+        hidden_groups: Geom groups not drawn (``MjvOption.geomgroup``; default: MuJoCo's,
+            groups 0-2 drawn).
 
     Raises:
         RenderError: If no OpenGL context can be created (names the MUJOCO_GL fix).
     """
 
-    def __init__(self, model: mujoco.MjModel, *, grow: bool = False, lane: int = 0) -> None:
+    def __init__(self, model: mujoco.MjModel, *, grow: bool = False, lane: int = 0,
+                 hidden_groups: tuple[int, ...] = ()) -> None:
         self._ctx: _Shared | None = None
         _check_lane(lane)
         self._lane = lane
         self._grow = grow
         self._option = mujoco.MjvOption()
+        for g in hidden_groups:  # e.g. robosuite's collision meshes (group 0)
+            self._option.geomgroup[g] = 0
         self._camera = mujoco.MjvCamera()
         self._fixed = -1  # the fixed camera ``_camera`` is set to (-1: none yet, or free)
         self._con: Any = None

@@ -11,7 +11,10 @@
   descends, closes, and carries it to the goal; Push lowers the closed gripper
   behind the object (opposite the goal) and pushes along the object-goal line.
 
-Both are :class:`~robogen.policies.base.PrivilegedPolicy` objects: they read the
+* ``expert:robosuite/Lift`` / ``Stack`` / ``PickPlaceCan``: a proportional OSC_POSE
+  pick-and-place controller on robosuite's observation dict (:class:`RobosuiteExpert`).
+
+All are :class:`~robogen.policies.base.PrivilegedPolicy` objects: they read the
 observation from the scene bound to each env slot, so they act in every
 observation mode. ``expert:`` alone picks the expert of the env evaluated.
 """
@@ -38,11 +41,11 @@ class _SuiteExpert:
 
     capabilities: ClassVar[PolicyCapabilities] = PolicyCapabilities(slots=True, seeds=False)
 
-    def __init__(self, name: str, ctx: LoadContext | None) -> None:
+    def __init__(self, name: str, ctx: LoadContext | None, action_dim: int = 4) -> None:
         self.name = name
         self.observation_space = None if ctx is None else ctx.observation_space
         self.obs_mode = "state" if ctx is None else ctx.obs_mode
-        self.action_space = spaces.Box(-1.0, 1.0, (4,), np.float32)
+        self.action_space = spaces.Box(-1.0, 1.0, (action_dim,), np.float32)
         self._scenes: list[Any] = []
         self._mem: list[dict[str, Any]] = []
 
@@ -59,14 +62,14 @@ class _SuiteExpert:
 
     def act(self, obs: Any, *, deterministic: bool = True,
             slots: Sequence[int] | None = None) -> np.ndarray:
-        """Return ``(B, 4) float32`` actions; row i acts in attached scene ``slots[i]``.
+        """Return ``(B, action_dim) float32`` actions; row i acts in attached scene ``slots[i]``.
 
         Raises:
             InvalidSpecError: If a slot has no attached scene.
         """
         batch = len(next(iter(obs.values()))) if isinstance(obs, dict) else len(obs)
         rows = attached_rows(self.name, slots, batch, len(self._scenes))
-        out = np.zeros((batch, 4), np.float32)
+        out = np.zeros((batch, self.action_space.shape[0]), np.float32)
         for i, k in enumerate(rows):
             out[i] = self._act_one(self._scenes[k], self._mem[k])
         return out
@@ -148,6 +151,110 @@ class FetchExpert(_SuiteExpert):
         return np.clip(a, -1, 1).astype(np.float32)
 
 
+OSC_GAIN = 10.0
+"""Proportional gain of the robosuite experts [1/m] (action 1 = 0.05 m per step under
+OSC_POSE)."""
+ROBOSUITE_EXPERTS = ("Lift", "Stack", "PickPlaceCan")
+
+
+class RobosuiteExpert(_SuiteExpert):
+    """Scripted pick-and-place controller for robosuite's Lift, Stack and PickPlaceCan.
+
+    Reads robosuite's observation dict (end-effector and object positions [m]) and drives
+    OSC_POSE deltas: above the object with the gripper open, down, close for
+    :data:`CLOSE_STEPS` steps, lift; Lift ends there, Stack carries cube A above cube B and
+    lowers it until it rests, then opens; PickPlaceCan carries the can over its target bin
+    (``target_bin_placements``) and opens; then it backs away upward. Orientation deltas stay 0 (the Panda starts
+    pointing down; a 4 cm cube fits the open gripper at any yaw).
+    """
+
+    CLOSE_STEPS = 12
+    GRASP_DZ: ClassVar[dict[str, float]] = {"PickPlaceCan": 0.015}
+    """Grasp height above the object's centre [m] (default -0.005)."""
+
+    def __init__(self, task: str, ctx: LoadContext | None = None) -> None:
+        super().__init__(f"robosuite/{task}", ctx, action_dim=7)
+        self.task = task
+
+    def _act_one(self, scene: Any, mem: dict[str, Any]) -> np.ndarray:
+        o = scene.suite_observation()
+        eef = np.asarray(o["robot0_eef_pos"], float)
+        obj_key = {"Lift": "cube_pos", "Stack": "cubeA_pos", "PickPlaceCan": "Can_pos"}[self.task]
+        obj = np.asarray(o[obj_key], float)
+        phase = mem.setdefault("phase", 0)
+        grip = -1.0
+        if phase == 0:  # above the object, open
+            target = obj + [0.0, 0.0, 0.08]
+            if np.linalg.norm(target - eef) < 0.01:
+                mem["phase"] = 1
+        elif phase == 1:  # down around it (the can's fingers meet the bin floor first)
+            target = obj + [0.0, 0.0, self.GRASP_DZ.get(self.task, -0.005)]
+            mem["down"] = mem.get("down", 0) + 1
+            err = target - eef
+            if (np.linalg.norm(err[:2]) < 0.008 and abs(err[2]) < 0.012) or mem["down"] > 30:
+                mem["phase"], mem["closing"], mem["grasp_at"] = 2, 0, target
+        elif phase == 2:  # close in place
+            target, grip = mem["grasp_at"], 1.0
+            mem["closing"] += 1
+            if mem["closing"] >= self.CLOSE_STEPS:
+                mem["phase"], mem["lift_from"] = 3, obj.copy()
+        else:
+            grip = 1.0
+            target = self._carry(scene, o, obj, mem)
+            if target is None:  # release, then back away (PickPlace needs the gripper clear)
+                mem["open_for"] = mem.get("open_for", 0) + 1
+                held = mem.setdefault("release_at", eef.copy())
+                target = held + [0.0, 0.0, 0.1 if mem["open_for"] > 5 else 0.0]
+                grip = -1.0
+        a = np.zeros(7)
+        a[:3] = OSC_GAIN * (target - eef)
+        a[6] = grip
+        return np.clip(a, -1, 1).astype(np.float32)
+
+    def _carry(self, scene: Any, o: dict[str, Any], obj: np.ndarray, mem: dict[str, Any]
+               ) -> np.ndarray | None:
+        """Where to move the grasped object (None: open the gripper now)."""
+        up = mem["lift_from"] + [0.0, 0.0, 0.25 if self.task == "PickPlaceCan" else 0.12]
+        if self.task == "Lift":
+            return up
+        if self.task == "Stack":
+            goal = np.asarray(o["cubeB_pos"], float)
+            above = np.array([goal[0], goal[1], up[2]])
+            stage = mem.setdefault("stage", 0)
+            if stage == 0:
+                if np.linalg.norm(obj[:2] - goal[:2]) < 0.01 and obj[2] > goal[2] + 0.06:
+                    mem["stage"] = 1
+                return above
+            if stage == 1:  # lower until cube A rests on B (4 cm apart), then release
+                if obj[2] - goal[2] < 0.047:
+                    mem["stage"] = 2
+                return np.array([goal[0], goal[1], goal[2] + 0.035])
+            return None
+        env = scene.suite_env
+        target = np.asarray(env.target_bin_placements[env.object_to_id["can"]], float)
+        above = np.array([target[0], target[1], up[2]])
+        stage = mem.setdefault("stage", 0)
+        if stage == 0:
+            if obj[2] > up[2] - 0.1:
+                mem["stage"] = 1
+            return up
+        if stage == 1:
+            if np.linalg.norm(obj[:2] - target[:2]) < 0.02:
+                mem["stage"] = 2
+            return above
+        if stage == 2:  # lower into the bin, then release
+            if obj[2] < target[2] + 0.1:
+                mem["stage"] = 3
+            return np.array([target[0], target[1], target[2] + 0.05])
+        return None
+
+
+def _robosuite(name: str, ctx: LoadContext | None) -> _SuiteExpert:
+    if name not in ROBOSUITE_EXPERTS:
+        raise UnknownNameError("robosuite expert", name, ROBOSUITE_EXPERTS)
+    return RobosuiteExpert(name, ctx)
+
+
 def _metaworld(name: str, ctx: LoadContext | None) -> _SuiteExpert:
     from robogen.envs.metaworld_env import TASKS
 
@@ -165,6 +272,7 @@ def _fetch(name: str, ctx: LoadContext | None) -> _SuiteExpert:
 SUITE_EXPERTS: dict[str, Callable[[str, LoadContext | None], _SuiteExpert]] = {
     "metaworld": _metaworld,
     "gymnasium-robotics": _fetch,
+    "robosuite": _robosuite,
 }
 """Env family prefix -> expert factory ``(name, ctx) -> policy``."""
 
