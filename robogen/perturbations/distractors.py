@@ -186,6 +186,11 @@ def _place(items: tuple[DistractorItem, ...], z: float,
     return out
 
 
+SPEC_GROUP = 1
+"""Geom group of spec-mode distractors: drawn by MuJoCo's default options and by scenes that
+hide group 0 (robosuite's collision meshes); the group changes no physics."""
+
+
 @dataclass(frozen=True, slots=True)
 class DistractorsPerturbation(Perturbation):
     """Concrete distractors of one episode.
@@ -233,7 +238,7 @@ class DistractorsPerturbation(Perturbation):
             spec.worldbody.add_geom(
                 name=f"{SPEC_PREFIX}{k}", type=mujoco.mjtGeom(_GEOM_TYPES[item.shape]),
                 size=list(item.size), pos=list(centre), quat=list(item.quat()),
-                rgba=[*item.rgb, 1.0], contype=flag, conaffinity=flag,
+                rgba=[*item.rgb, 1.0], contype=flag, conaffinity=flag, group=SPEC_GROUP,
             )
             added = True
         return added

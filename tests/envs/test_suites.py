@@ -1,4 +1,4 @@
-"""The optional-suite families (Meta-World, Fetch, dm_control): every axis's identity and
+"""The optional-suite families (Meta-World, Fetch, dm_control, robosuite): every axis's identity and
 effect, expert success pinned (the env checker, seeding and pickling:
 tests/envs/test_env_contract.py). Skipped (with the install command) when a suite is not
 installed."""
@@ -25,7 +25,7 @@ pytestmark = pytest.mark.filterwarnings("ignore::UserWarning", "ignore::Deprecat
 SUITES = tuple(p for p in ENV_FAMILIES.names() if ENV_FAMILIES.get(p).requires)
 """Families that wrap an optional suite (gymnasium-robotics, metaworld), from the registry."""
 FAST_IDS = ("gymnasium-robotics/FetchPickAndPlace-v4", "metaworld/pick-place-v3",
-            "dm_control/cartpole-swingup")
+            "dm_control/cartpole-swingup", "robosuite/Lift")
 """One env per suite in the fast tests; every other id runs in the slow ones."""
 SLOW_IDS = tuple(i for p in SUITES for i in ENV_FAMILIES.get(p).ids() if i not in FAST_IDS)
 
@@ -257,6 +257,7 @@ def test_fetch_fix_is_narrow() -> None:
     ("gymnasium-robotics/FetchPickAndPlace-v4",
      "Fetch envs decide success by info['is_success'] (goal distance < 0.05 m)"),
     ("metaworld/pick-place-v3", "Meta-World envs decide success by info['success']"),
+    ("robosuite/Lift", "robosuite envs decide success by _check_success()"),
 ])
 def test_a_success_threshold_is_refused_by_a_suite_with_its_own_flag(env_id: str, how: str
                                                                       ) -> None:
@@ -291,11 +292,16 @@ def test_a_bad_step_limit_is_refused_before_the_suite_env_is_built(env_id: str, 
 
         def direct() -> object:
             return make_metaworld(name, max_steps=bad)
-    else:
+    elif env_id.startswith("dm_control/"):
         from robogen.envs.dm_control_env import make_dm_control
 
         def direct() -> object:
             return make_dm_control(name, max_steps=bad)
+    else:
+        from robogen.envs.robosuite_env import make_robosuite
+
+        def direct() -> object:
+            return make_robosuite(name, max_steps=bad)
     want = f"max_steps must be a positive integer, got {bad!r}"
     for call in (lambda: make(env_id, max_steps=bad), direct):
         with pytest.raises(InvalidSpecError) as e:
