@@ -48,13 +48,13 @@ placements, the robot's initial joint noise), so episode *i* starts from the sam
 every condition. The env is built with robosuite's ``seed=0`` (:data:`SCENE_SEED`), so
 what robosuite draws at construction (Lift's cube size) is the same in every process.
 
-Scene roles: floor ``floor``, the table top (``table_visual``, with ``table_collision``
-for distractor placement; PickPlaceCan: the bins' floors), the task's objects (every body
-outside the robot, table, bins and pegs, and their geoms), the robot below ``robot0_base``
-less its mount (Panda: links, 7 arm joints and 2 finger joints, 9 actuators: torques, so
-gain edits scale the OSC's torques), the light, cameras (``agentview`` first), distractors on the table top
-(static geoms; none in PickPlaceCan's bins), and pose dofs: the x/y of each object's free
-joint (Door: the door's hinge offset).
+Scene roles: floor ``floor``, the table top (``table_visual``, ``table_collision``; the
+PickPlace bins are not a table role), the task's objects (every world child outside the
+robot, table, bins, pegs and the ``Visual*`` target markers, with their geoms), the robot
+below ``robot0_base`` less its mount (Panda: links, 7 arm joints and 2 finger joints, 9
+actuators: torques, so gain edits scale the OSC's torques), the light, the cameras
+(``agentview`` first), distractors on the table top (static geoms; none in PickPlaceCan),
+and pose dofs: the x/y of each object's free joint (Door: the hinge, opened up to 0.2 rad).
 """
 
 from __future__ import annotations

@@ -164,8 +164,8 @@ class RobosuiteExpert(_SuiteExpert):
     OSC_POSE deltas: above the object with the gripper open, down, close for
     :data:`CLOSE_STEPS` steps, lift; Lift ends there, Stack carries cube A above cube B and
     lowers it until it rests, then opens; PickPlaceCan carries the can over its target bin
-    (``target_bin_placements``) and opens; then it backs away upward. Orientation deltas stay 0 (the Panda starts
-    pointing down; a 4 cm cube fits the open gripper at any yaw).
+    (``target_bin_placements``) and opens; then it backs away upward. Orientation deltas
+    stay 0 (the Panda starts pointing down; a 4 cm cube fits the open gripper at any yaw).
     """
 
     CLOSE_STEPS = 12
