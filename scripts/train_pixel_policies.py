@@ -1,4 +1,4 @@
-"""Retrain robogen's shipped pixel policies (behaviour cloning on robogen/Push-v0).
+"""Retrain robogen's shipped pixel policies (behaviour cloning on robogen/Push-v0, robosuite/Lift).
 
 Recipe (see ``robogen/assets/policies/README.md`` for the measured results):
 
@@ -25,6 +25,11 @@ Usage::
 
     .venv/bin/python scripts/train_pixel_policies.py            # collect, train, save
     .venv/bin/python scripts/train_pixel_policies.py --episodes 40 --steps 500 --out /tmp/p
+    .venv-suites/bin/python scripts/train_pixel_policies.py --env robosuite/Lift \\
+        --episodes 300 --steps 6000 --variants plain     # on the MuJoCo 3.x track
+
+Each env has a recipe (:data:`RECIPES`): its expert, the state indices the policy reads
+(proprioception only), the action dims that get DART noise, the output name.
 """
 
 from __future__ import annotations
@@ -41,19 +46,50 @@ os.environ.setdefault("MUJOCO_GL", "egl")
 
 import numpy as np  # noqa: E402
 
-ENV_ID = "robogen/Push-v0"
-PROPRIO = tuple(range(14))
-"""State indices the policies read: arm qpos (0-4), arm qvel (5-9), gripper gap (10), ee pos
-(11-13)."""
 SEED = 0
 
 
-def collect(episodes: int, noise: float, seed: int, log=print) -> dict[str, np.ndarray]:
-    """Run the push expert on the nominal scene with DART noise; return the step arrays.
+@dataclasses.dataclass(frozen=True)
+class Recipe:
+    """How one env's pixel policies are trained.
+
+    Attributes:
+        expert: Policy URI of the demonstrator.
+        proprio: State indices the policy reads (the objects' state is never an input).
+        proprio_fields: What those indices are, in words (saved with the policy).
+        noise_dims: Action dims that get DART noise during collection.
+        name: Output directory prefix (``<name>_<variant>``).
+        camera: The observation camera (recorded).
+    """
+
+    expert: str
+    proprio: tuple[int, ...]
+    proprio_fields: str
+    noise_dims: tuple[int, ...]
+    name: str
+    camera: str
+
+
+RECIPES = {
+    "robogen/Push-v0": Recipe(
+        "expert:push", tuple(range(14)), "arm_qpos, arm_qvel, gripper_gap, ee_pos",
+        tuple(range(5)), "push_pixels", "front"),
+    "robosuite/Lift": Recipe(
+        "expert:robosuite/Lift", tuple(range(50)),
+        "robot0_proprio-state (joint pos/cos/sin/vel/acc, eef pos/quat, gripper qpos/qvel)",
+        tuple(range(3)), "lift_pixels", "agentview"),
+}
+"""Env id -> its :class:`Recipe`."""
+
+
+def collect(env_id: str, episodes: int, noise: float, seed: int, log=print
+            ) -> dict[str, np.ndarray]:
+    """Run the env's expert on the nominal scene with DART noise; return the step arrays.
 
     Returns:
-        ``pixels (N, 84, 84, 3) uint8``, ``state (N, 30) float32``, ``actions (N, 6) float32``
-        (clean expert labels), ``episode (N,) int64``, ``success (E,) bool``.
+        ``pixels (N, 84, 84, 3) uint8``, ``state (N, obs_dim) float32``, ``actions (N,
+        act_dim) float32`` (clean expert labels), ``episode (N,) int64``, ``success (E,)
+        bool``.
     """
     import robogen.envs as envs
     from robogen.envs.base import find_scene
@@ -61,10 +97,11 @@ def collect(episodes: int, noise: float, seed: int, log=print) -> dict[str, np.n
     from robogen.rollout.plan import episode_seed
     from robogen.scaling.demos import demo_episode_index
 
-    env = envs.make(ENV_ID, obs_mode="state+pixels")
+    recipe = RECIPES[env_id]
+    env = envs.make(env_id, obs_mode="state+pixels")
     scene = find_scene(env)
-    ctx = LoadContext(ENV_ID, env.observation_space, env.action_space, "state+pixels")
-    expert = load_policy("expert:push", ctx)
+    ctx = LoadContext(env_id, env.observation_space, env.action_space, "state+pixels")
+    expert = load_policy(recipe.expert, ctx)
     expert.attach([scene])
     rng = np.random.default_rng(seed + 12345)
     pix, st, act, ep, succ = [], [], [], [], []
@@ -80,7 +117,8 @@ def collect(episodes: int, noise: float, seed: int, log=print) -> dict[str, np.n
             act.append(label)
             ep.append(j)
             executed = label.copy()
-            executed[:5] += rng.normal(0.0, noise, 5)
+            dims = list(recipe.noise_dims)
+            executed[dims] += rng.normal(0.0, noise, len(dims))
             obs, _, term, trunc, info = env.step(np.clip(executed, -1, 1).astype(np.float32))
             ok = ok or bool(info["success"])
             done = term or trunc
@@ -96,6 +134,7 @@ def collect(episodes: int, noise: float, seed: int, log=print) -> dict[str, np.n
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--env", default="robogen/Push-v0", choices=sorted(RECIPES))
     p.add_argument("--episodes", type=int, default=600, help="demonstrations")
     p.add_argument("--noise", type=float, default=0.3, help="DART action noise std")
     p.add_argument("--steps", type=int, default=12000, help="gradient steps per policy")
@@ -108,14 +147,16 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
 
     args.work.mkdir(parents=True, exist_ok=True)
-    cache = args.work / f"demos-e{args.episodes}-n{args.noise}-s{SEED}.npz"
+    tag = "" if args.env == "robogen/Push-v0" else RECIPES[args.env].name + "-"
+    cache = args.work / f"{tag}demos-e{args.episodes}-n{args.noise}-s{SEED}.npz"
     t0 = time.time()
     if cache.exists():
         data = dict(np.load(cache))
         print(f"demonstrations: {cache} ({len(data['actions'])} steps)")
     else:
-        print(f"collecting {args.episodes} expert:push demonstrations (DART noise {args.noise})")
-        data = collect(args.episodes, args.noise, SEED)
+        print(f"collecting {args.episodes} {RECIPES[args.env].expert} demonstrations "
+              f"(DART noise {args.noise})")
+        data = collect(args.env, args.episodes, args.noise, SEED)
         np.savez(cache, **data)
     collect_s = time.time() - t0
     print(f"demonstrations: {len(data['actions'])} steps, expert success under noise "
@@ -131,11 +172,12 @@ def train(data: dict[str, np.ndarray], args: argparse.Namespace, collect_s: floa
     from robogen.scaling.bc import BCConfig, train_bc_ensemble
     from robogen.scaling.bc_io import save_bc
 
+    recipe = RECIPES[args.env]
     n = len(data["actions"])
     obs = {"state": data["state"], "pixels": data["pixels"]}
     base = dict(arch="cnn", hidden=(256, 256), feature_dim=64, keypoints=32, steps=args.steps,
                 batch_size=args.batch_size, lr=1e-3, lr_schedule="cosine", chunk_steps=500,
-                state_indices=PROPRIO)
+                state_indices=recipe.proprio)
     variants = {
         "plain": BCConfig(**base),
         "augmented": BCConfig(**base, augment=True, shift_pad=4, color_jitter=0.3),
@@ -152,11 +194,11 @@ def train(data: dict[str, np.ndarray], args: argparse.Namespace, collect_s: floa
                                      progress=progress)
         train_s = time.time() - t0
         model = dataclasses.replace(model, train_info={
-            **model.train_info, "env_id": ENV_ID, "obs_camera": "front", "variant": name,
-            "proprio_fields": "arm_qpos, arm_qvel, gripper_gap, ee_pos"})
-        out = args.out / f"push_pixels_{name}"
+            **model.train_info, "env_id": args.env, "obs_camera": recipe.camera,
+            "variant": name, "proprio_fields": recipe.proprio_fields})
+        out = args.out / f"{recipe.name}_{name}"
         save_bc(model, out)
-        info = {"env_id": ENV_ID, "variant": name, "episodes": args.episodes,
+        info = {"env_id": args.env, "expert": recipe.expert, "variant": name, "episodes": args.episodes,
                 "samples": n, "dart_noise": args.noise, "seed": SEED,
                 "collect_s": round(collect_s), "train_s": round(train_s),
                 "final_loss": model.train_info["final_loss"]}

@@ -322,6 +322,10 @@ class DMControlEnv(gym.Env[Any, np.ndarray]):
         # the episode length is the TimeLimit's: no time limit inside the suite
         self._env: Any = suite.load(domain, task, task_kwargs={"time_limit": float("inf")})
         self._physics: Any = self._env.physics
+        # MuJoCo warnings are logged, not raised as dm_control PhysicsError (what
+        # Physics.suppress_physics_errors does, here for the env's life): robogen's wrapper
+        # reports a diverged state as sim_unstable from the warning counters
+        self._physics._warnings_cause_exception = False  # noqa: SLF001
         self._frames = SceneFrames()
         self.defer_frames = False
         """Pixel observations are pending frames drawn on the render thread (set by the
@@ -476,13 +480,12 @@ class DMControlEnv(gym.Env[Any, np.ndarray]):
         reward = 0.0
         terminated = False
         ts = None
-        with self._physics.suppress_physics_errors():  # robogen's wrapper reports divergence
-            for _ in range(self.action_repeat):
-                ts = self._env.step(act)
-                reward += float(ts.reward or 0.0)
-                if ts.last():
-                    terminated = ts.discount == 0.0
-                    break
+        for _ in range(self.action_repeat):
+            ts = self._env.step(act)
+            reward += float(ts.reward or 0.0)
+            if ts.last():
+                terminated = ts.discount == 0.0
+                break
         assert ts is not None
         self._steps += 1
         self._episode_return += reward

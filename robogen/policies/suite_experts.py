@@ -164,11 +164,15 @@ class RobosuiteExpert(_SuiteExpert):
     OSC_POSE deltas: above the object with the gripper open, down, close for
     :data:`CLOSE_STEPS` steps, lift; Lift ends there, Stack carries cube A above cube B and
     lowers it until it rests, then opens; PickPlaceCan carries the can over its target bin
-    (``target_bin_placements``) and opens; then it backs away upward. Orientation deltas
+    (``target_bin_placements``) and opens; then it backs away upward. A grasp that closed on
+    nothing (fingers below :attr:`EMPTY_GRIP`) starts over. Orientation deltas
     stay 0 (the Panda starts pointing down; a 4 cm cube fits the open gripper at any yaw).
     """
 
     CLOSE_STEPS = 12
+    EMPTY_GRIP = 0.006
+    """Finger joint position [m] below which the closed gripper holds nothing (open 0.04,
+    on a 4 cm cube ~0.02)."""
     GRASP_DZ: ClassVar[dict[str, float]] = {"PickPlaceCan": 0.015}
     """Grasp height above the object's centre [m] (default -0.005)."""
 
@@ -198,9 +202,15 @@ class RobosuiteExpert(_SuiteExpert):
             mem["closing"] += 1
             if mem["closing"] >= self.CLOSE_STEPS:
                 mem["phase"], mem["lift_from"] = 3, obj.copy()
+        elif float(np.asarray(o["robot0_gripper_qpos"])[0]) < self.EMPTY_GRIP and \
+                "release_at" not in mem:  # the fingers closed on nothing: start over
+            mem.clear()
+            mem["phase"], target = 0, obj + [0.0, 0.0, 0.08]
         else:
             grip = 1.0
-            target = self._carry(scene, o, obj, mem)
+            goal = self._carry(scene, o, obj, mem)
+            # move the grasped object, not the hand, to the goal (a grasp off centre stays so)
+            target = None if goal is None else eef + (goal - obj)
             if target is None:  # release, then back away (PickPlace needs the gripper clear)
                 mem["open_for"] = mem.get("open_for", 0) + 1
                 held = mem.setdefault("release_at", eef.copy())
@@ -213,7 +223,7 @@ class RobosuiteExpert(_SuiteExpert):
 
     def _carry(self, scene: Any, o: dict[str, Any], obj: np.ndarray, mem: dict[str, Any]
                ) -> np.ndarray | None:
-        """Where to move the grasped object (None: open the gripper now)."""
+        """Where the grasped object should go [m] (None: open the gripper now)."""
         up = mem["lift_from"] + [0.0, 0.0, 0.25 if self.task == "PickPlaceCan" else 0.12]
         if self.task == "Lift":
             return up
