@@ -198,8 +198,8 @@ def train(data: dict[str, np.ndarray], args: argparse.Namespace, collect_s: floa
             "variant": name, "proprio_fields": recipe.proprio_fields})
         out = args.out / f"{recipe.name}_{name}"
         save_bc(model, out)
-        info = {"env_id": args.env, "expert": recipe.expert, "variant": name, "episodes": args.episodes,
-                "samples": n, "dart_noise": args.noise, "seed": SEED,
+        info = {"env_id": args.env, "expert": recipe.expert, "variant": name,
+                "episodes": args.episodes, "samples": n, "dart_noise": args.noise, "seed": SEED,
                 "collect_s": round(collect_s), "train_s": round(train_s),
                 "final_loss": model.train_info["final_loss"]}
         (out / "recipe.json").write_text(json.dumps(info, indent=2) + "\n")

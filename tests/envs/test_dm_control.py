@@ -277,3 +277,30 @@ def test_a_killed_dm_control_run_resumes_without_lost_or_repeated_episodes(tmp_p
     subprocess.run([sys.executable, "-m", "robogen.cli", "eval", *args, "--out", str(full)],
                    check=True, capture_output=True, env={**os.environ, "MUJOCO_GL": "egl"})
     assert _strip(results) == _strip(ResultStore.open(full).load_results())
+
+
+@needs_dmc
+def test_the_shipped_sac_cartpole_checkpoint_swings_up(tmp_path) -> None:
+    """robogen/assets/checkpoints/sac_cartpole_swingup.zip (SB3 SAC on states, 100k steps):
+    its metadata's 30-episode evaluation (mean return 791.1, std 0.4, success 1.0) holds on
+    the first two of those episodes through robogen's loader."""
+    from robogen.policies import LoadContext, load_policy
+
+    meta = json.loads(Path("robogen/assets/checkpoints/sac_cartpole_swingup.json").read_text())
+    assert meta["success_rate"] == 1.0 and meta["eval_mean_return"] > 790
+    env = make("dm_control/cartpole-swingup")
+    ctx = LoadContext(env_id="dm_control/cartpole-swingup",
+                      observation_space=env.observation_space, action_space=env.action_space)
+    policy = load_policy("sb3:robogen/assets/checkpoints/sac_cartpole_swingup.zip", ctx)
+    try:
+        for i in range(2):
+            obs, _ = env.reset(seed=meta["eval_seed"] + i)
+            policy.reset([0])
+            done, info = False, {}
+            while not done:
+                obs, _, term, trunc, info = env.step(
+                    policy.act(obs[None], deterministic=True)[0])
+                done = term or trunc
+            assert info["success"] and 789.0 < info["episode_return"] < 793.0
+    finally:
+        env.close()
