@@ -384,15 +384,27 @@ def preview_cmd(
 
 @app.command("list")
 def list_cmd() -> None:
-    """List env ids, perturbation axes and policy schemes."""
+    """List env families (installed here or the command that installs them), env ids,
+    perturbation axes and policy schemes."""
     from rich.console import Console
     from rich.table import Table
 
-    from robogen.envs import list_env_ids
+    from importlib.metadata import version
+
+    from robogen.envs import ENV_FAMILIES, list_env_ids
     from robogen.perturbations import AXES
     from robogen.policies import policy_uri_forms
 
     c = Console()
+    t = Table(title=f"env families (this Python: mujoco {version('mujoco')})")
+    for col in ("prefix", "envs", "suite", "here", "success"):
+        t.add_column(col)
+    for prefix in ENV_FAMILIES.names():
+        fam = ENV_FAMILIES.get(prefix)
+        why = fam.missing()
+        t.add_row(f"{prefix}/", str(len(fam.names())), fam.description,
+                  "installed" if why is None else f"not installed: {fam.install}", fam.success)
+    c.print(t)
     t = Table(title="envs")
     t.add_column("env id")
     for e in list_env_ids():

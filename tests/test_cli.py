@@ -62,6 +62,14 @@ def test_list_shows_registries():
     assert res.exit_code == 0, res.output
     for name in ("robogen/PickPlace-v0", "gymnasium/Hopper-v5", "lighting", "object_pose", "sb3:"):
         assert name in res.output
+    import importlib.util
+    from importlib.metadata import version
+
+    assert f"mujoco {version('mujoco')}" in res.output
+    for prefix, module in (("dm_control/", "dm_control"), ("robosuite/", "robosuite")):
+        assert prefix in res.output
+        if importlib.util.find_spec(module) is None:  # the family names its install command
+            assert "not installed" in res.output and "setup-suites" in res.output
 
 
 CKPT = "robogen/assets/checkpoints/ppo_reacher.zip"
