@@ -60,6 +60,7 @@ and pose dofs: the x/y of each object's free joint (Door: the hinge, opened up t
 from __future__ import annotations
 
 import dataclasses
+import logging
 import os
 import warnings
 from typing import Any
@@ -233,8 +234,11 @@ class RobosuiteEnv(gym.Env[Any, np.ndarray]):
             raise InvalidSpecError(ROBOT_REFUSED.format(task=task, robot=robots,
                                                         choices=list(SUPPORTED_ROBOTS)))
         import robosuite
+        from robosuite.utils.log_utils import ROBOSUITE_DEFAULT_LOGGER
 
         patch_robosuite()
+        # robosuite logs "Loading controller configuration" at INFO for every env built
+        ROBOSUITE_DEFAULT_LOGGER.setLevel(logging.WARNING)
         self._args = {"task": task, "obs_mode": obs_mode,
                       "render": None if render is None else dataclasses.asdict(render),
                       "robots": robots, "max_steps": max_steps}
