@@ -240,3 +240,30 @@ def test_a_killed_robosuite_run_resumes_without_lost_or_repeated_episodes(tmp_pa
     subprocess.run([sys.executable, "-m", "robogen.cli", "eval", *args, "--out", str(full)],
                    check=True, capture_output=True, env={**os.environ, "MUJOCO_GL": "egl"})
     assert _strip(results) == _strip(ResultStore.open(full).load_results())
+
+
+@needs_rs
+@pytest.mark.slow
+def test_the_shipped_lift_pixel_policy_succeeds_as_measured_and_the_camera_costs_it(
+        tmp_path) -> None:
+    """robogen/assets/policies/lift_pixels_plain on the README's protocol (seed 0, 30
+    episodes, 150 steps): nominal 21/30, and the camera gap's interval excludes 0
+    (+0.33 [+0.13, +0.53])."""
+    from pathlib import Path
+
+    from robogen.configs import load_eval_config
+    from robogen.reports import load_report
+    from robogen.reports.evaluation import evaluate
+
+    policy = Path(__file__).resolve().parents[2] / "robogen/assets/policies/lift_pixels_plain"
+    cfg = load_eval_config(
+        None, env="robosuite/Lift", policy=f"flax:{policy}", obs_mode="state+pixels",
+        axes=["camera"], severities=[1.0], combined=False, episodes=30, max_steps=150,
+        seed=0, backend="serial", videos=0, out=tmp_path / "run")
+    evaluate(cfg)
+    report = load_report(tmp_path / "run")
+    nominal = report.condition("nominal")
+    assert nominal.n == 30 and nominal.n_invalid == 0
+    assert round(nominal.success_rate * 30) == 21
+    gap = report.gap("camera@1")
+    assert gap.status == "ok" and gap.ci_low > 0, gap
