@@ -386,10 +386,10 @@ def preview_cmd(
 def list_cmd() -> None:
     """List env families (installed here or the command that installs them), env ids,
     perturbation axes and policy schemes."""
+    from importlib.metadata import version
+
     from rich.console import Console
     from rich.table import Table
-
-    from importlib.metadata import version
 
     from robogen.envs import ENV_FAMILIES, list_env_ids
     from robogen.perturbations import AXES
