@@ -141,9 +141,11 @@ def compile_spec(spec: mujoco.MjSpec) -> mujoco.MjModel:
         return spec.compile()
 
 
-SET_CONST_GEOMETRY = ("body_pos", "body_quat")
-"""Body placement fields an env may rewrite at reset (Meta-World moves its door, drawer,
-button, window and peg bodies through ``model.body_pos``) and ``mj_setConst`` reads."""
+SET_CONST_GEOMETRY = ("body_pos", "body_quat", "geom_pos", "geom_quat", "geom_size")
+"""Placement and size fields an env may rewrite at reset and ``mj_setConst`` reads (Meta-World
+moves its door, drawer, button, window and peg bodies through ``model.body_pos``; dm_control's
+reacher moves and resizes its target geom, ``geom_pos``/``geom_size``, which the bounding
+volumes ``bvh_aabb`` are computed from)."""
 _SCRATCH = threading.local()
 _SCRATCH_MODELS = 16
 """Scratch ``MjData`` kept per thread for this many models (a worker's env slots)."""

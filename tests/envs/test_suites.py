@@ -34,6 +34,14 @@ NOT_APPLICABLE: dict[str, frozenset[str]] = {
 }
 """Axes whose scene roles an env lacks (point_mass: the mass reaches its whole floor;
 PickPlaceCan: bins, no table top); every other axis must apply to every suite env."""
+MODEL_ONLY: dict[str, frozenset[str]] = {
+    f"dm_control/finger-{t}": frozenset({"physics"}) for t in ("spin", "turn_easy", "turn_hard")}
+"""Axes that change the model but not the first steps' trajectory: finger's XML disables
+gravity, and its spinner's mass and the contact friction act once the finger touches it."""
+MIN_PIXEL_DIFF: dict[str, dict[str, float]] = {
+    "dm_control/manipulator-bring_ball": {"distractors": 0.1}}
+"""Lower bounds for scenes where distractors fill few pixels at 32x32 (measured 0.2); 0.3
+elsewhere."""
 
 
 def _need(env_id: str) -> None:
@@ -84,7 +92,8 @@ def test_every_axis_identity_and_effect(env_id: str) -> None:
             scene = wrapped.scene
             img = scene.render_frame(width=32, height=32).astype(float)
             if AXES.get(axis).kind == "visual":
-                assert np.abs(img - n_img).mean() > 0.3, axis
+                bound = MIN_PIXEL_DIFF.get(env_id, {}).get(axis, 0.3)
+                assert np.abs(img - n_img).mean() > bound, axis
             elif axis == "object_pose":  # objects move at once; a mocap target over steps
                 assert any(not np.allclose(x, y) for x, y in zip(w_q, n_q, strict=True)), axis
             else:
@@ -95,7 +104,9 @@ def test_every_axis_identity_and_effect(env_id: str) -> None:
                     for f in ("body_mass", "dof_damping", "geom_friction", "actuator_gainprm",
                               "body_pos", "geom_size"))
                 assert changed or not np.allclose(m.opt.gravity, n_model.opt.gravity), axis
-                assert any(not np.allclose(x, y) for x, y in zip(w_q, n_q, strict=True)), axis
+                if axis not in MODEL_ONLY.get(env_id, ()):
+                    assert any(not np.allclose(x, y) for x, y in zip(w_q, n_q, strict=True)), \
+                        axis
             assert w_obs[0].shape == n_obs[0].shape
     finally:
         wrapped.close()
