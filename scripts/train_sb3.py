@@ -67,6 +67,7 @@ ZOO_HYPERPARAMS: dict[str, dict[str, dict[str, Any]]] = {
         "Hopper-v5": dict(normalize=False, n_envs=1, learning_starts=10000),
         # SB3's SAC defaults (256-256 MLP, lr 3e-4, batch 256, tau 0.005, gamma 0.99)
         "dm_control/cartpole-swingup": dict(normalize=False, n_envs=1, learning_starts=5000),
+        "dm_control/reacher-easy": dict(normalize=False, n_envs=1, learning_starts=5000),
     },
 }
 """RL-Zoo hyper-parameters per algorithm and env (``normalize`` and ``n_envs`` are env-side)."""
