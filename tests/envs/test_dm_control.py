@@ -280,20 +280,27 @@ def test_a_killed_dm_control_run_resumes_without_lost_or_repeated_episodes(tmp_p
 
 
 @needs_dmc
-def test_the_shipped_sac_cartpole_checkpoint_swings_up(tmp_path) -> None:
-    """robogen/assets/checkpoints/sac_cartpole_swingup.zip (SB3 SAC on states, 100k steps):
-    its metadata's 30-episode evaluation (mean return 791.1, std 0.4, success 1.0) holds on
-    the first two of those episodes through robogen's loader."""
+@pytest.mark.parametrize(("name", "success_rate", "returns"), [
+    ("cartpole_swingup", 1.0, [(789.0, 793.0), (789.0, 793.0)]),
+    ("reacher_easy", 26 / 30, [(962.5, 963.5), (922.5, 923.5)]),
+])
+def test_the_shipped_sac_checkpoints_score_as_their_metadata_says(name, success_rate, returns
+                                                                  ) -> None:
+    """robogen/assets/checkpoints/sac_<name>.zip (SB3 SAC on states, 100k steps): the
+    metadata's 30-episode evaluation (cartpole-swingup: mean return 791.1, std 0.4, success
+    1.0; reacher-easy: 838.2, std 329.9, success 26/30) and its first two episodes' returns,
+    replayed through robogen's loader (deterministic actions)."""
     from robogen.policies import LoadContext, load_policy
 
-    meta = json.loads(Path("robogen/assets/checkpoints/sac_cartpole_swingup.json").read_text())
-    assert meta["success_rate"] == 1.0 and meta["eval_mean_return"] > 790
-    env = make("dm_control/cartpole-swingup")
-    ctx = LoadContext(env_id="dm_control/cartpole-swingup",
-                      observation_space=env.observation_space, action_space=env.action_space)
-    policy = load_policy("sb3:robogen/assets/checkpoints/sac_cartpole_swingup.zip", ctx)
+    meta = json.loads(Path(f"robogen/assets/checkpoints/sac_{name}.json").read_text())
+    assert meta["success_rate"] == pytest.approx(success_rate)
+    env_id = meta["robogen_env_id"]
+    env = make(env_id)
+    ctx = LoadContext(env_id=env_id, observation_space=env.observation_space,
+                      action_space=env.action_space)
+    policy = load_policy(f"sb3:robogen/assets/checkpoints/sac_{name}.zip", ctx)
     try:
-        for i in range(2):
+        for i, (low, high) in enumerate(returns):
             obs, _ = env.reset(seed=meta["eval_seed"] + i)
             policy.reset([0])
             done, info = False, {}
@@ -301,6 +308,6 @@ def test_the_shipped_sac_cartpole_checkpoint_swings_up(tmp_path) -> None:
                 obs, _, term, trunc, info = env.step(
                     policy.act(obs[None], deterministic=True)[0])
                 done = term or trunc
-            assert info["success"] and 789.0 < info["episode_return"] < 793.0
+            assert info["success"] and low < info["episode_return"] < high
     finally:
         env.close()
