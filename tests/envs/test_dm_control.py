@@ -231,9 +231,17 @@ def test_serial_and_ray_give_identical_dm_control_episodes(tmp_path) -> None:
             obs_mode="pixels", **kw)
 
     serial = evaluate(cfg("serial"))
-    ray_run = evaluate(cfg("ray", workers=2))
+    # the Ray run in a process of its own: a driver that imported the suite and ran an
+    # embedded cluster broke a later test's loopback-cluster actors (left for a later issue)
+    subprocess.run(
+        [sys.executable, "-m", "robogen.cli", "eval", "--env", "dm_control/cartpole-swingup", "--policy",
+         "random:3", "--axes", "texture,embodiment", "--severities", "1", "--episodes", "3",
+         "--batch-size", "3", "--seed", "2", "--max-steps", "40", "--obs-mode",
+         "pixels", "--backend", "ray", "--workers", "2", "--videos", "0", "--out",
+         str(tmp_path / "ray")], check=True, capture_output=True, timeout=600,
+        env={**os.environ, "MUJOCO_GL": "egl"})
     a = _strip(ResultStore.open(serial.run_dir).load_results())
-    b = _strip(ResultStore.open(ray_run.run_dir).load_results())
+    b = _strip(ResultStore.open(tmp_path / "ray").load_results())
     assert len(a) == 3 * 4 and a == b
     assert all(r.error is None and r.length_steps == 40 for r in a)
     manifest = json.loads((Path(serial.run_dir) / "manifest.json").read_text())

@@ -196,9 +196,17 @@ def test_serial_and_ray_give_identical_robosuite_episodes(tmp_path) -> None:
             obs_mode="state+pixels", **kw)
 
     serial = evaluate(cfg("serial"))
-    ray_run = evaluate(cfg("ray", workers=2))
+    # the Ray run in a process of its own: a driver that imported the suite and ran an
+    # embedded cluster broke a later test's loopback-cluster actors (left for a later issue)
+    subprocess.run(
+        [sys.executable, "-m", "robogen.cli", "eval", "--env", "robosuite/Lift", "--policy",
+         "expert:robosuite/Lift", "--axes", "lighting,physics", "--severities", "1", "--episodes", "2",
+         "--batch-size", "2", "--seed", "1", "--max-steps", "80", "--obs-mode",
+         "state+pixels", "--backend", "ray", "--workers", "2", "--videos", "0", "--out",
+         str(tmp_path / "ray")], check=True, capture_output=True, timeout=600,
+        env={**os.environ, "MUJOCO_GL": "egl"})
     a = _strip(ResultStore.open(serial.run_dir).load_results())
-    b = _strip(ResultStore.open(ray_run.run_dir).load_results())
+    b = _strip(ResultStore.open(tmp_path / "ray").load_results())
     assert len(a) == 2 * 4 and a == b
     assert sum(r.success for r in a if r.condition == "nominal") == 2
 
