@@ -234,9 +234,9 @@ def test_serial_and_ray_give_identical_dm_control_episodes(tmp_path) -> None:
     # the Ray run in a process of its own: a driver that imported the suite and ran an
     # embedded cluster broke a later test's loopback-cluster actors (left for a later issue)
     subprocess.run(
-        [sys.executable, "-m", "robogen.cli", "eval", "--env", "dm_control/cartpole-swingup", "--policy",
-         "random:3", "--axes", "texture,embodiment", "--severities", "1", "--episodes", "3",
-         "--batch-size", "3", "--seed", "2", "--max-steps", "40", "--obs-mode",
+        [sys.executable, "-m", "robogen.cli", "eval", "--env", "dm_control/cartpole-swingup",
+         "--policy", "random:3", "--axes", "texture,embodiment", "--severities", "1",
+         "--episodes", "3", "--batch-size", "3", "--seed", "2", "--max-steps", "40", "--obs-mode",
          "pixels", "--backend", "ray", "--workers", "2", "--videos", "0", "--out",
          str(tmp_path / "ray")], check=True, capture_output=True, timeout=600,
         env={**os.environ, "MUJOCO_GL": "egl"})

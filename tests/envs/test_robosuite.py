@@ -200,7 +200,8 @@ def test_serial_and_ray_give_identical_robosuite_episodes(tmp_path) -> None:
     # embedded cluster broke a later test's loopback-cluster actors (left for a later issue)
     subprocess.run(
         [sys.executable, "-m", "robogen.cli", "eval", "--env", "robosuite/Lift", "--policy",
-         "expert:robosuite/Lift", "--axes", "lighting,physics", "--severities", "1", "--episodes", "2",
+         "expert:robosuite/Lift", "--axes", "lighting,physics", "--severities", "1",
+         "--episodes", "2",
          "--batch-size", "2", "--seed", "1", "--max-steps", "80", "--obs-mode",
          "state+pixels", "--backend", "ray", "--workers", "2", "--videos", "0", "--out",
          str(tmp_path / "ray")], check=True, capture_output=True, timeout=600,
