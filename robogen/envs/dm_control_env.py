@@ -56,7 +56,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import os
 import warnings
 from typing import Any
 
@@ -68,10 +67,9 @@ from gymnasium.envs.registration import EnvSpec
 
 from robogen.envs.base import PoseDof, SceneRoles
 from robogen.envs.families import EnvOptions, check_max_steps
-from robogen.envs.frames import SceneFrames
 from robogen.envs.gym_adapter import descends_from
 from robogen.envs.gym_catalog import SuccessRule
-from robogen.envs.observations import compose_observation, observation_space
+from robogen.envs.suite_scene import SuiteScene
 from robogen.errors import InvalidSpecError, SceneError, UnknownNameError
 from robogen.types import RenderSettings
 
@@ -250,7 +248,7 @@ def _flatten(observation: Any) -> np.ndarray:
                            for v in observation.values()])
 
 
-class DMControlEnv(gym.Env[Any, np.ndarray]):
+class DMControlEnv(SuiteScene):
     """A dm_control suite task as a perturbable Gymnasium env (a :class:`MujocoScene`).
 
     Description:
@@ -301,8 +299,6 @@ class DMControlEnv(gym.Env[Any, np.ndarray]):
         InvalidSpecError: On a bad observation mode, render size or action repeat.
     """
 
-    metadata: dict[str, Any] = {"render_modes": []}  # noqa: RUF012 - Gymnasium's contract
-
     def __init__(self, name: str, obs_mode: str = "state", render: RenderSettings | None = None,
                  success_threshold: float | None = None, action_repeat: int = 1,
                  max_steps: int | None = None) -> None:
@@ -316,6 +312,7 @@ class DMControlEnv(gym.Env[Any, np.ndarray]):
                       "success_threshold": success_threshold, "action_repeat": action_repeat,
                       "max_steps": max_steps}
         self.name = name
+        self._label = f"dm_control/{name}"
         self.domain = DOMAINS[domain]
         self.obs_mode = obs_mode
         self.action_repeat = action_repeat
@@ -326,12 +323,7 @@ class DMControlEnv(gym.Env[Any, np.ndarray]):
         # Physics.suppress_physics_errors does, here for the env's life): robogen's wrapper
         # reports a diverged state as sim_unstable from the warning counters
         self._physics._warnings_cause_exception = False  # noqa: SLF001
-        self._frames = SceneFrames()
-        self.defer_frames = False
-        """Pixel observations are pending frames drawn on the render thread (set by the
-        rollout worker; see :mod:`robogen.envs.render`)."""
-        self.render_lane = 0
-        """Render lane drawing this env's frames (set by the rollout worker)."""
+        self._init_pixels()
         self._episode_return = 0.0
         self._steps = 0
         self._limit = steps = max_steps or default_steps(action_repeat)
@@ -351,21 +343,9 @@ class DMControlEnv(gym.Env[Any, np.ndarray]):
             first = self.nominal_spec().compile()
         self._sizes = (first.nq, first.nv, first.nu)
         self._roles = self._make_roles(first)
-        settings = render or RenderSettings()
-        if settings.width < 1 or settings.height < 1:
-            raise InvalidSpecError(
-                f"render width and height must be >= 1 px, got {settings.width}x{settings.height}")
-        self.render_settings = dataclasses.replace(
-            settings, camera=settings.camera or self._roles.cameras[0],
-            mujoco_gl=os.environ.get("MUJOCO_GL", ""))
+        self._init_render_settings(render)
         self.install_model(first)
-        self._camera_id(self.render_settings.camera)  # validate the camera name
-        cam = self.render_settings.camera
-        self._roles = dataclasses.replace(
-            self._roles, cameras=(cam, *(c for c in self._roles.cameras if c != cam)))
-        s = self.render_settings
-        self.observation_space = observation_space(obs_mode, (self._state_dim,), s.height,
-                                                   s.width)
+        self._finish_init(self._state_dim)
 
     # -- MujocoScene -------------------------------------------------------------------------
 
@@ -380,11 +360,6 @@ class DMControlEnv(gym.Env[Any, np.ndarray]):
         return self._physics.data.ptr
 
     @property
-    def roles(self) -> SceneRoles:
-        """Scene roles of this env (module docstring)."""
-        return self._roles
-
-    @property
     def rule(self) -> SuccessRule:
         """The success rule in force."""
         return self._rule
@@ -394,11 +369,6 @@ class DMControlEnv(gym.Env[Any, np.ndarray]):
         """The success rule in words."""
         return (f"{self._rule.describe()} (dm_control return over "
                 f"{SUITE_STEPS} control steps at most {SUITE_STEPS:g})")
-
-    @property
-    def suite_env(self) -> Any:
-        """The wrapped ``dm_control.rl.control.Environment``."""
-        return self._env
 
     def nominal_spec(self) -> mujoco.MjSpec:
         """A fresh nominal MjSpec: the domain's XML and the suite's common assets."""
@@ -422,11 +392,7 @@ class DMControlEnv(gym.Env[Any, np.ndarray]):
         if sizes != self._sizes:
             raise SceneError(OBS_SIZE_CHANGED.format(env=self.name, expected=self._sizes,
                                                      got=sizes))
-        s = self.render_settings
-        model.vis.quality.shadowsize = s.shadowsize
-        model.vis.quality.offsamples = s.offsamples
-        model.vis.global_.offwidth = max(model.vis.global_.offwidth, s.width)
-        model.vis.global_.offheight = max(model.vis.global_.offheight, s.height)
+        self._write_render_settings(model)
         old = self.data
         new = wrapper.MjData(wrapper.MjModel(model))
         raw = new.ptr
@@ -437,24 +403,10 @@ class DMControlEnv(gym.Env[Any, np.ndarray]):
         self._physics._reload_from_data(new)  # noqa: SLF001 - dm_control's reload hook
         self._frames.set_model(model)
 
-    def textures_changed(self, texture_ids: tuple[int, ...]) -> None:
-        """Re-upload ``model.tex_data`` of ``texture_ids`` to the pixel renderer."""
-        self._frames.upload_textures(texture_ids)
-
     def observe(self) -> Any:
         """The observation of the current state (the task's, after ``mj_forward``)."""
         mujoco.mj_forward(self.model, self.data)
         return self._transform(_flatten(self._env.task.get_observation(self._physics)))
-
-    def render_frame(self, camera: str | None = None, width: int = 84, height: int = 84
-                     ) -> np.ndarray:
-        """Render ``(height, width, 3) uint8`` RGB from ``camera`` (default camera 0).
-
-        Raises:
-            SceneError: On an unknown camera name.
-            RenderError: If no offscreen GL context can be created.
-        """
-        return self._frame(camera, int(width), int(height), defer=False)
 
     # -- gym API -----------------------------------------------------------------------------
 
@@ -495,20 +447,6 @@ class DMControlEnv(gym.Env[Any, np.ndarray]):
                 "robogen": {"success_metric": self._episode_return}}
         return self._transform(_flatten(ts.observation)), reward, terminated, truncated, info
 
-    def __getstate__(self) -> dict[str, Any]:
-        """Pickle as the constructor arguments (the suite env and GL objects are rebuilt)."""
-        return {"args": self._args}
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        """Rebuild from the constructor arguments: the copy is the env as constructed."""
-        args = dict(state["args"])
-        render = args.pop("render")
-        self.__init__(render=None if render is None else RenderSettings(**render), **args)
-
-    def close(self) -> None:
-        """Free the pixel renderer."""
-        self._frames.close()
-
     # -- helpers -----------------------------------------------------------------------------
 
     def _make_roles(self, model: mujoco.MjModel) -> SceneRoles:
@@ -542,27 +480,6 @@ class DMControlEnv(gym.Env[Any, np.ndarray]):
             distractor_region=region, pose_dofs=pose + d.pose_dofs,
             keep_clear=(*robot, *d.object_bodies),
         )
-
-    def _camera_id(self, name: str) -> int:
-        cid = self._frames.camera_id(self.model, name)
-        if cid < 0:
-            names = [self.model.camera(i).name for i in range(self.model.ncam)]
-            raise SceneError(f"dm_control/{self.name} has no camera {name!r}; cameras: {names}")
-        return cid
-
-    def _frame(self, camera: str | None, width: int, height: int, *, defer: bool) -> Any:
-        cam = self._camera_id(camera or self._roles.cameras[0])
-        return self._frames.observation(self.model, self.data, cam, width, height,
-                                        lane=self.render_lane, defer=defer)
-
-    def _transform(self, state: np.ndarray) -> Any:
-        if self.obs_mode == "state":
-            return np.asarray(state, dtype=np.float32)
-        s = self.render_settings
-        return compose_observation(
-            self.obs_mode, lambda: state,
-            lambda: self._frame(s.camera, s.width, s.height, defer=self.defer_frames))
-
 
 def make_dm_control(name: str, *, obs_mode: str = "state", max_steps: int | None = None,
                     render: RenderSettings | None = None,

@@ -61,7 +61,6 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import os
 import warnings
 from typing import Any
 
@@ -73,9 +72,8 @@ from gymnasium.envs.registration import EnvSpec
 
 from robogen.envs.base import PoseDof, SceneRoles
 from robogen.envs.families import EnvOptions, check_max_steps
-from robogen.envs.frames import SceneFrames
 from robogen.envs.gym_adapter import THRESHOLD_REFUSED, _name_elements, descends_from
-from robogen.envs.observations import compose_observation, observation_space
+from robogen.envs.suite_scene import SuiteScene
 from robogen.errors import InvalidSpecError, SceneError, UnknownNameError
 from robogen.types import RenderSettings
 
@@ -169,7 +167,7 @@ def patch_robosuite() -> tuple[str, ...]:
 # ----------------------------------------------------------------------------- env
 
 
-class RobosuiteEnv(gym.Env[Any, np.ndarray]):
+class RobosuiteEnv(SuiteScene):
     """A robosuite manipulation task as a perturbable Gymnasium env (a :class:`MujocoScene`).
 
     Description:
@@ -220,8 +218,6 @@ class RobosuiteEnv(gym.Env[Any, np.ndarray]):
             observation mode or render size.
     """
 
-    metadata: dict[str, Any] = {"render_modes": []}  # noqa: RUF012 - Gymnasium's contract
-
     def __init__(self, task: str, obs_mode: str = "state", render: RenderSettings | None = None,
                  robots: str = "Panda", max_steps: int | None = None,
                  success_threshold: float | None = None) -> None:
@@ -243,6 +239,7 @@ class RobosuiteEnv(gym.Env[Any, np.ndarray]):
                       "render": None if render is None else dataclasses.asdict(render),
                       "robots": robots, "max_steps": max_steps}
         self.task = task
+        self._label = f"robosuite/{task}"
         self.obs_mode = obs_mode
         self._limit = int(max_steps or HORIZON)
         with warnings.catch_warnings():
@@ -251,12 +248,7 @@ class RobosuiteEnv(gym.Env[Any, np.ndarray]):
                 task, robots=robots, has_renderer=False, has_offscreen_renderer=False,
                 use_camera_obs=False, hard_reset=False, horizon=self._limit + 1,
                 ignore_done=True, seed=SCENE_SEED)
-        self._frames = SceneFrames(hidden_groups=(0,))  # robosuite draws visual meshes only
-        self.defer_frames = False
-        """Pixel observations are pending frames drawn on the render thread (set by the
-        rollout worker; see :mod:`robogen.envs.render`)."""
-        self.render_lane = 0
-        """Render lane drawing this env's frames (set by the rollout worker)."""
+        self._init_pixels(hidden_groups=(0,))  # robosuite draws visual meshes only
         self._episode_return = 0.0
         self._steps = 0
         self._last_obs: dict[str, Any] = {}
@@ -268,21 +260,9 @@ class RobosuiteEnv(gym.Env[Any, np.ndarray]):
         first = self.nominal_spec().compile()
         self._sizes = (first.nq, first.nv, first.nu)
         self._roles = self._make_roles(first)
-        settings = render or RenderSettings()
-        if settings.width < 1 or settings.height < 1:
-            raise InvalidSpecError(
-                f"render width and height must be >= 1 px, got {settings.width}x{settings.height}")
-        self.render_settings = dataclasses.replace(
-            settings, camera=settings.camera or self._roles.cameras[0],
-            mujoco_gl=os.environ.get("MUJOCO_GL", ""))
+        self._init_render_settings(render)
         self.install_model(first)
-        self._camera_id(self.render_settings.camera)
-        cam = self.render_settings.camera
-        self._roles = dataclasses.replace(
-            self._roles, cameras=(cam, *(c for c in self._roles.cameras if c != cam)))
-        s = self.render_settings
-        self.observation_space = observation_space(obs_mode, (self._state_dim,), s.height,
-                                                   s.width)
+        self._finish_init(self._state_dim)
 
     # -- MujocoScene -------------------------------------------------------------------------
 
@@ -297,20 +277,10 @@ class RobosuiteEnv(gym.Env[Any, np.ndarray]):
         return self._env.sim.data._data  # noqa: SLF001
 
     @property
-    def roles(self) -> SceneRoles:
-        """Scene roles of this env (module docstring)."""
-        return self._roles
-
-    @property
     def success_rule(self) -> str:
         """The success rule in words."""
         return (f"robosuite's _check_success() of {self.task} at any step (the episode ends "
                 f"there), horizon {self._limit} steps at 20 Hz")
-
-    @property
-    def suite_env(self) -> Any:
-        """The wrapped robosuite env."""
-        return self._env
 
     def suite_observation(self) -> dict[str, Any]:
         """robosuite's observation dict of the last reset or step (for the scripted experts:
@@ -338,11 +308,7 @@ class RobosuiteEnv(gym.Env[Any, np.ndarray]):
             raise SceneError(
                 f"the installed model changes robosuite/{self.task}'s (nq, nv, nu) from "
                 f"{self._sizes} to {sizes}; add distractors as static (jointless) world geoms")
-        s = self.render_settings
-        model.vis.quality.shadowsize = s.shadowsize
-        model.vis.quality.offsamples = s.offsamples
-        model.vis.global_.offwidth = max(model.vis.global_.offwidth, s.width)
-        model.vis.global_.offheight = max(model.vis.global_.offheight, s.height)
+        self._write_render_settings(model)
         old = self.data
         sim = MjSim(model)
         new = sim.data._data  # noqa: SLF001
@@ -353,28 +319,11 @@ class RobosuiteEnv(gym.Env[Any, np.ndarray]):
         self._env._setup_references()  # noqa: SLF001 - robots re-pointed at the new sim
         self._frames.set_model(model)
 
-    def textures_changed(self, texture_ids: tuple[int, ...]) -> None:
-        """Re-upload ``model.tex_data`` of ``texture_ids`` to the pixel renderer."""
-        self._frames.upload_textures(texture_ids)
-
     def observe(self) -> Any:
         """The observation of the current state (robosuite's observables, recomputed)."""
         self._env.sim.forward()
         self._last_obs = self._env._get_observations(force_update=True)  # noqa: SLF001
         return self._transform(self._flat(self._last_obs))
-
-    def render_frame(self, camera: str | None = None, width: int = 84, height: int = 84
-                     ) -> np.ndarray:
-        """Render ``(height, width, 3) uint8`` RGB (upright) from ``camera`` (default
-        ``agentview``).
-
-        Raises:
-            SceneError: On an unknown camera name.
-            RenderError: If no offscreen GL context can be created.
-        """
-        cam = self._camera_id(camera or self._roles.cameras[0])
-        return self._frames.draw(self.model, self.data, cam, int(width), int(height),
-                                 lane=self.render_lane)
 
     # -- gym API -----------------------------------------------------------------------------
 
@@ -404,19 +353,9 @@ class RobosuiteEnv(gym.Env[Any, np.ndarray]):
                 "robogen": {"success_metric": float(success)}}
         return self._transform(self._flat(obs)), float(reward), success, truncated, info
 
-    def __getstate__(self) -> dict[str, Any]:
-        """Pickle as the constructor arguments (robosuite's sim and GL objects are rebuilt)."""
-        return {"args": self._args}
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        """Rebuild from the constructor arguments: the copy is the env as constructed."""
-        args = dict(state["args"])
-        render = args.pop("render")
-        self.__init__(render=None if render is None else RenderSettings(**render), **args)
-
     def close(self) -> None:
         """Free the pixel renderer and robosuite's env."""
-        self._frames.close()
+        super().close()
         self._env.close()
 
     # -- helpers -----------------------------------------------------------------------------
@@ -470,24 +409,6 @@ class RobosuiteEnv(gym.Env[Any, np.ndarray]):
             look_at=(0.0, 0.0, 0.9), distractor_region=region, pose_dofs=tuple(pose),
             keep_clear=(*robot, *objects),
         )
-
-    def _camera_id(self, name: str) -> int:
-        cid = self._frames.camera_id(self.model, name)
-        if cid < 0:
-            names = [self.model.camera(i).name for i in range(self.model.ncam)]
-            raise SceneError(f"robosuite/{self.task} has no camera {name!r}; cameras: {names}")
-        return cid
-
-    def _transform(self, state: np.ndarray) -> Any:
-        if self.obs_mode == "state":
-            return np.asarray(state, dtype=np.float32)
-        s = self.render_settings
-        return compose_observation(
-            self.obs_mode, lambda: state,
-            lambda: self._frames.observation(self.model, self.data,
-                                             self._camera_id(s.camera), s.width, s.height,
-                                             lane=self.render_lane, defer=self.defer_frames))
-
 
 def make_robosuite(task: str, *, obs_mode: str = "state", max_steps: int | None = None,
                    render: RenderSettings | None = None, success_threshold: float | None = None,
