@@ -137,6 +137,12 @@ def _with_context(lane: _Lane, fn: Callable[..., T], *args: Any) -> T:
         except Exception as e:  # noqa: BLE001 - any backend failure gets the same fix
             raise _render_failed(e) from e
         lane.gl = _own_display_context(gl) if lane.index else gl
+        # MuJoCo 3.x's EGL backend registers ``eglTerminate`` at exit when it makes its first
+        # context, after robogen's ``_shutdown``; exit handlers run last-registered first, so
+        # the display would be gone before the lanes' contexts are freed (an EGLError printed
+        # at every exit). Registered again, ``_shutdown`` runs first.
+        atexit.unregister(_shutdown)
+        atexit.register(_shutdown)
     return fn(*args)
 
 

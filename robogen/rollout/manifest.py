@@ -309,7 +309,8 @@ def conditions_manifest(
     """The manifest of one policy on given ``conditions`` (``robogen scale``'s evaluations).
 
     Same seed, same episodes: every model evaluated with one seed is paired. Pixel
-    observations use the render settings of the demonstrations (``front`` camera,
+    observations use the render settings of the demonstrations (the env's default
+    observation camera, as :func:`robogen.scaling.demos.collect_demos` records it;
     ``image_size`` square [px], the task's shadow map and MSAA), recorded as the env
     applies them; the step limit is the env's.
 
@@ -329,7 +330,7 @@ def conditions_manifest(
     from robogen.envs import find_scene, make
     from robogen.policies import resolve_policy_uri
 
-    render = RenderSettings(width=image_size, height=image_size, camera="front") \
+    render = RenderSettings(width=image_size, height=image_size) \
         if obs_mode != "state" else RenderSettings()
     probe = make(env_id, obs_mode=obs_mode, render=render if obs_mode != "state" else None)
     try:
@@ -362,11 +363,13 @@ def demo_manifest(
     max_steps: int,
     batch_size: int,
     image_size: int,
+    camera: str = "front",
 ) -> EvalManifest:
     """The manifest of a demonstration collection (``robogen collect``; stored, not hashed).
 
-    Demonstrations record ``state+pixels`` from the ``front`` camera; ``n_episodes``
-    is 0 (the count per factor is the collection's own).
+    Demonstrations record ``state+pixels`` from ``camera`` (the env's default observation
+    camera, :class:`~robogen.scaling.demos.Collection`); ``n_episodes`` is 0 (the count per
+    factor is the collection's own).
 
     Args:
         env_id: Env id.
@@ -378,13 +381,14 @@ def demo_manifest(
         max_steps: Step limit per demonstration.
         batch_size: Demonstrations per work unit.
         image_size: Side of the recorded frames [px].
+        camera: Camera of the recorded frames.
     """
     return EvalManifest(
         schema_version=MANIFEST_SCHEMA_VERSION, env_id=env_id, policy=policy,
         vecnormalize=None, obs_mode="state+pixels", axes=(), severities=(severity,),
         splits=(split,), combined=False, n_episodes=0, seed=seed, max_steps=max_steps,
         batch_size=batch_size, success_threshold=None, conditions=tuple(conditions),
-        render=RenderSettings(width=image_size, height=image_size, camera="front"),
+        render=RenderSettings(width=image_size, height=image_size, camera=camera),
     )
 
 

@@ -24,7 +24,9 @@ def _csv(value: str | None) -> list[str]:
 
 
 def collect_command(
-    task: Annotated[str, typer.Option(help="Built-in task id, e.g. robogen/PickPlace-v0.")],
+    task: Annotated[str, typer.Option(help=(
+        "Task id with a scripted expert: robogen/Reach-v0|Push-v0|PickPlace-v0, "
+        "robosuite/Lift|Stack|PickPlaceCan, gymnasium-robotics/Fetch*, metaworld/*."))],
     vary: Annotated[str, typer.Option(
         help="Comma-separated factors: 'none' (nominal base data), axes, or axis+axis pairs."
     )] = "none",
@@ -61,7 +63,9 @@ def collect_command(
 
 
 def scale_command(
-    task: Annotated[str, typer.Option(help="Built-in task id with a scripted expert.")],
+    task: Annotated[str, typer.Option(help=(
+        "Task id with a scripted expert: robogen/Reach-v0|Push-v0|PickPlace-v0, "
+        "robosuite/Lift|Stack|PickPlaceCan, gymnasium-robotics/Fetch*, metaworld/*."))],
     factors: Annotated[str, typer.Option(help="Comma-separated axes, e.g. object_pose,physics.")],
     out: Annotated[Path, typer.Option(help="Run directory (new, empty, or a killed run).")],
     points: Annotated[str, typer.Option(

@@ -59,11 +59,28 @@ DEMO_EPISODE_OFFSET = 1_000_000
 BASE_FACTOR = "none"
 COLLECTION = "collection.json"
 _CHUNK = re.compile(r"^chunk-(?P<factor>[a-z_+]+)-(?P<start>\d{7})\.arrow$")
-EXPERT_TASKS = {
-    "robogen/Reach-v0": "reach",
-    "robogen/Push-v0": "push",
-    "robogen/PickPlace-v0": "pick_place",
-}
+
+
+def _expert_tasks() -> dict[str, str]:
+    """Every env id with a scripted expert -> the expert's name (``expert:<name>``).
+
+    The built-in tasks, then the suites' experts (:mod:`robogen.policies.suite_experts`):
+    robosuite Lift/Stack/PickPlaceCan, Fetch, Meta-World. A suite's id is listed whether or
+    not the suite is installed here; making its env names the install command.
+    """
+    from robogen.envs.metaworld_env import TASKS as METAWORLD_TASKS
+    from robogen.policies.suite_experts import FETCH_EXPERTS, ROBOSUITE_EXPERTS
+
+    tasks = {"robogen/Reach-v0": "reach", "robogen/Push-v0": "push",
+             "robogen/PickPlace-v0": "pick_place"}
+    suites = ([f"robosuite/{t}" for t in ROBOSUITE_EXPERTS]
+              + [f"gymnasium-robotics/{t}" for t in FETCH_EXPERTS]
+              + [f"metaworld/{t}" for t in METAWORLD_TASKS])
+    return tasks | {env_id: env_id for env_id in suites}
+
+
+EXPERT_TASKS = _expert_tasks()
+"""Env id -> scripted expert name: the tasks ``robogen collect`` / ``scale`` / ``plan`` take."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,6 +97,9 @@ class Collection:
         image_size: Side of the stored pixel observations [px].
         batch_size: Episodes per chunk.
         max_steps: Step limit per episode.
+        camera: Camera of the stored pixel observations: the env's default observation
+            camera (tabletop ``front``, robosuite ``agentview``, ...); collections written
+            before the field existed were all tabletop and read as ``front``.
     """
 
     schema_version: int
@@ -92,6 +112,7 @@ class Collection:
     batch_size: int
     max_steps: int
     versions: dict[str, str] = field(default_factory=dict)
+    camera: str = "front"
 
 
 def demo_episode_index(factor: str, j: int) -> int:
@@ -296,11 +317,16 @@ def collect(
     factors = list(dict.fromkeys(factors))
     for f in factors:
         factor_condition(f, severity, split)
-    from robogen.envs import make
+    from robogen.envs import find_scene, make
+    from robogen.types import RenderSettings
 
-    probe = make(env_id)
-    max_steps = int(probe.spec.max_episode_steps)
-    probe.close()
+    probe = make(env_id, obs_mode="state+pixels",
+                 render=RenderSettings(width=image_size, height=image_size))
+    try:
+        max_steps = int(probe.spec.max_episode_steps)
+        camera = find_scene(probe).render_settings.camera
+    finally:
+        probe.close()
     col = Collection(
         schema_version=DEMO_SCHEMA_VERSION,
         env_id=env_id,
@@ -312,6 +338,7 @@ def collect(
         batch_size=int(batch_size),
         max_steps=max_steps,
         versions={"robogen": __version__},
+        camera=camera,
     )
     out = Path(out)
     if out.is_file():
@@ -326,7 +353,8 @@ def collect(
         old = store.collection
         diff = [
             k
-            for k in ("env_id", "seed", "severity", "split", "image_size", "batch_size")
+            for k in ("env_id", "seed", "severity", "split", "image_size", "batch_size",
+                      "camera")
             if getattr(old, k) != getattr(col, k)
         ]
         if diff:
@@ -369,7 +397,7 @@ def _run_collection(
     manifest = demo_manifest(
         col.env_id, col.policy, [factor_condition(f, col.severity, col.split) for f in factors],
         severity=col.severity, split=col.split, seed=col.seed, max_steps=col.max_steps,
-        batch_size=col.batch_size, image_size=col.image_size)
+        batch_size=col.batch_size, image_size=col.image_size, camera=col.camera)
     have = store.chunks()
     todo: list[tuple[str, WorkUnit]] = []
     uid = 0

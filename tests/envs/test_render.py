@@ -415,3 +415,34 @@ def test_the_serial_backend_draws_on_two_lanes_when_it_may_use_two_cores(monkeyp
     thread._ready.result(timeout=10)
     thread.stop(join_s=10)
     assert made == [lanes]
+
+
+def test_a_process_that_rendered_frees_its_contexts_before_egl_terminates() -> None:
+    """MuJoCo 3.x's EGL backend registers ``eglTerminate`` at exit when it makes its first
+    context; the lanes' contexts must be freed before it runs (on the suites' 3.17 track a
+    pixel run printed an EGLError at exit). On 4.0 nothing terminates the display at exit and
+    only the clean exit is checked."""
+    import os
+    import subprocess
+    import sys
+
+    code = ("import sys\n"
+            "import mujoco.egl as egl\n"
+            "from robogen.envs import find_scene, make, render\n"
+            "terminate = egl.EGL.eglTerminate\n"
+            "def checked(display):\n"
+            "    freed = all(ln.gl is None for ln in render._lanes)\n"
+            "    print('terminate after free:', freed, flush=True)\n"
+            "    return terminate(display)\n"
+            "egl.EGL.eglTerminate = checked\n"
+            "env = make('robogen/Reach-v0', obs_mode='pixels')\n"
+            "env.reset(seed=0)\n"
+            "print(find_scene(env).render_frame(width=32, height=32).shape, flush=True)\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120, env={**os.environ, "MUJOCO_GL": "egl"}, check=False)
+    assert proc.returncode == 0, proc.stderr
+    assert "(32, 32, 3)" in proc.stdout
+    assert "terminate after free: False" not in proc.stdout
+    if mujoco.__version__.startswith("3."):
+        assert "terminate after free: True" in proc.stdout
+    assert "EGLError" not in proc.stderr and "Exception ignored" not in proc.stderr, proc.stderr

@@ -52,6 +52,18 @@ def test_a_missing_suite_names_the_install_command() -> None:
     assert "make setup-suites" in str(e.value) and "'robosuite'" in str(e.value)
 
 
+@pytest.mark.skipif(HAVE_RS, reason="robosuite is installed here")
+def test_collect_on_a_missing_suite_names_the_install_command_and_writes_nothing(
+        tmp_path) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "robogen.cli", "collect", "--task", "robosuite/Stack", "--n", "2",
+         "--out", str(tmp_path / "d")], capture_output=True, text=True, timeout=300,
+        env={**os.environ, "MUJOCO_GL": "egl"}, check=False)
+    assert proc.returncode == 2, proc.stderr
+    assert "make setup-suites" in proc.stdout + proc.stderr
+    assert not (tmp_path / "d").exists()
+
+
 def test_an_unknown_task_is_refused_with_close_matches() -> None:
     with pytest.raises(UnknownNameError) as e:
         make("robosuite/Lfit")
@@ -180,6 +192,56 @@ def test_the_mujoco_fixes_are_applied_only_where_needed() -> None:
 def _strip(results):
     return sorted((dataclasses.replace(r, wall_time_s=0.0) for r in results),
                   key=lambda r: (r.condition, r.episode_index))
+
+
+@needs_rs
+def test_collect_records_expert_demonstrations_from_robosuites_agentview(tmp_path) -> None:
+    """``robogen collect`` (and so ``scale`` / ``plan``) takes robosuite tasks: the expert's
+    demonstrations, recorded from the family's default camera, first frame = the env's own."""
+    from robogen.reports.video import decode_png
+    from robogen.rollout.plan import episode_seed
+    from robogen.scaling.demos import EXPERT_TASKS, collect, demo_episode_index
+    from robogen.types import RenderSettings
+
+    assert EXPERT_TASKS["robosuite/Lift"] == "robosuite/Lift"
+    store = collect("robosuite/Lift", ["none", "lighting"], 2, tmp_path / "d", batch_size=2)
+    assert store.collection.camera == "agentview"
+    assert store.collection.policy == "expert:robosuite/Lift"
+    eps = store.episodes()
+    assert list(eps.groupby("factor").size()) == [2, 2] and eps["success"].all()
+    import pandas as pd
+
+    df = pd.read_feather(store.chunks()[("none", 0)])
+    first = df[(df.episode == demo_episode_index("none", 0)) & (df.step == 0)].iloc[0]
+    env = make("robosuite/Lift", obs_mode="state+pixels",
+               render=RenderSettings(width=84, height=84))
+    obs, _ = env.reset(seed=episode_seed(0, demo_episode_index("none", 0)))
+    assert np.array_equal(decode_png(first.pixels_png), obs["pixels"])
+    assert np.allclose(np.asarray(first.state, np.float32), obs["state"])
+    env.close()
+
+
+@needs_rs
+@pytest.mark.slow
+def test_scale_measures_curves_on_robosuite_lift(tmp_path) -> None:
+    """``robogen scale`` end to end on a robosuite task (small: states, 3 points, 1 seed)."""
+    import json
+
+    proc = subprocess.run(
+        [sys.executable, "-m", "robogen.cli", "scale", "--task", "robosuite/Lift",
+         "--factors", "object_pose", "--points", "0,2,4", "--base", "4", "--seeds", "1",
+         "--eval-episodes", "6", "--steps", "300", "--n-boot", "50", "--out",
+         str(tmp_path / "s")], capture_output=True, text=True, timeout=1200,
+        env={**os.environ, "MUJOCO_GL": "egl"}, check=False)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    curves = json.loads((tmp_path / "s" / "curves.json").read_text())
+    assert curves["task"] == "robosuite/Lift" and curves["factors"] == ["object_pose"]
+    # the robosuite expert's demonstrations: every one a success, on both factors
+    assert curves["meta"]["expert_demos"] == {"none": {"episodes": 4, "successes": 4},
+                                              "object_pose": {"episodes": 4, "successes": 4}}
+    points = curves["curves"]["object_pose"]["points"]
+    assert [(p["x"], p["n"]) for p in points] == [(0, 6), (2, 6), (4, 6)]
+    assert (tmp_path / "s" / "scaling.html").is_file()
 
 
 @needs_rs
