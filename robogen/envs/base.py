@@ -62,6 +62,8 @@ class SceneRoles:
         robot_geoms: Robot geoms the texture axis recolours (its ``robot`` group, as
             DMC-GB's ``color_hard`` recolours the robot); empty: the robot keeps its look
             (built-in tasks and the Gymnasium, Fetch and Meta-World adapters).
+        background_geoms: Geoms behind the task besides the floor that the background axis
+            paints (robosuite's arena walls); the floor and skyboxes are always painted.
         robot_joints: Robot joints (embodiment: damping).
         robot_actuators: Robot actuators (embodiment: gains and biases).
         cameras: Camera names; the first is the observation camera.
@@ -83,6 +85,7 @@ class SceneRoles:
     object_bodies: tuple[str, ...] = ()
     robot_bodies: tuple[str, ...] = ()
     robot_geoms: tuple[str, ...] = ()
+    background_geoms: tuple[str, ...] = ()
     robot_joints: tuple[str, ...] = ()
     robot_actuators: tuple[str, ...] = ()
     cameras: tuple[str, ...] = ()

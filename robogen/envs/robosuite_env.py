@@ -399,8 +399,11 @@ class RobosuiteEnv(SuiteScene):
             top = float(model.geom("table_collision").pos[2] + model.body("table").pos[2]
                         + model.geom("table_collision").size[2])
             region = (*DISTRACTOR_XY[self.task], top)
+        walls = tuple(model.geom(g).name for g in range(model.ngeom)
+                      if model.geom(g).name.startswith("wall_"))
         return SceneRoles(
-            floor_geoms=("floor",), table_geoms=table, object_geoms=object_geoms,
+            floor_geoms=("floor",), background_geoms=walls, table_geoms=table,
+            object_geoms=object_geoms,
             object_bodies=objects, robot_bodies=robot, robot_joints=joints,
             robot_actuators=tuple(model.actuator(a).name for a in range(model.nu)),
             cameras=tuple(c for c in CAMERAS if c in [model.camera(i).name

@@ -1,12 +1,13 @@
 """Perturbation axes (factors of variation) and the wrapper that applies them at reset.
 
-Importing this package registers the seven axes in :data:`AXES`:
+Importing this package registers the eight axes in :data:`AXES`:
 
 =============  ==========  ==================================================================
 axis           kind        what changes
 =============  ==========  ==================================================================
 lighting       visual      light direction, intensity, colour, ambient, specular, shadows
 texture        visual      table / floor+background / object colours and procedural textures
+background     visual      skybox / floor / walls replaced by a dead-leaves image (DMC-GB video)
 distractors    visual      extra objects (visual-only; physical above severity 0.5)
 camera         visual      observation camera azimuth, elevation, distance, fovy
 embodiment     structural  link lengths (recompile), link masses, joint damping, gains
@@ -21,6 +22,7 @@ Use :class:`PerturbedEnv` to apply a condition (a sequence of
 from __future__ import annotations
 
 from robogen.perturbations import (  # noqa: F401  (importing registers the axes)
+    background,
     camera,
     distractors,
     embodiment,
@@ -29,6 +31,7 @@ from robogen.perturbations import (  # noqa: F401  (importing registers the axes
     physics,
     texture,
 )
+from robogen.perturbations.background import BackgroundAxis, BackgroundPerturbation
 from robogen.perturbations.base import (
     AXES,
     AXIS_KINDS,
@@ -48,10 +51,10 @@ from robogen.perturbations.texture import TextureAxis, TexturePerturbation
 from robogen.perturbations.wrapper import PerturbedEnv, SimulationUnstableError, axis_rng
 
 __all__ = [
-    "AXES", "AXIS_KINDS", "Axis", "CameraAxis", "CameraPerturbation", "DistractorsAxis",
-    "DistractorsPerturbation", "EmbodimentAxis", "EmbodimentPerturbation", "LightingAxis",
-    "LightingPerturbation", "ObjectPoseAxis", "ObjectPosePerturbation", "Perturbation",
-    "PerturbedEnv", "PhysicsAxis", "PhysicsPerturbation", "SimulationUnstableError",
-    "TextureAxis", "TexturePerturbation", "axis_rng", "check_level", "make_axis",
-    "register_axis",
+    "AXES", "AXIS_KINDS", "Axis", "BackgroundAxis", "BackgroundPerturbation", "CameraAxis",
+    "CameraPerturbation", "DistractorsAxis", "DistractorsPerturbation", "EmbodimentAxis",
+    "EmbodimentPerturbation", "LightingAxis", "LightingPerturbation", "ObjectPoseAxis",
+    "ObjectPosePerturbation", "Perturbation", "PerturbedEnv", "PhysicsAxis",
+    "PhysicsPerturbation", "SimulationUnstableError", "TextureAxis", "TexturePerturbation",
+    "axis_rng", "check_level", "make_axis", "register_axis",
 ]

@@ -67,11 +67,15 @@ class Perturbation(ABC):  # noqa: B024 - every stage has a no-op default
             (``"geom_rgba"``, ``"opt.gravity"``); restored from nominal before every reset.
         NEEDS_SET_CONST: True if ``apply_model`` edits inertial quantities, so
             derived constants must be recomputed (``mujoco.mj_setConst``).
+        MODEL_ORDER: Where ``apply_model`` runs among a condition's axes: lower first, ties
+            in the condition's order (``background`` paints over what ``texture`` drew, so
+            it runs after it in whatever order the axes are named).
     """
 
     axis: ClassVar[str] = ""
     MODEL_FIELDS: ClassVar[tuple[str, ...]] = ()
     NEEDS_SET_CONST: ClassVar[bool] = False
+    MODEL_ORDER: ClassVar[int] = 0
 
     @property
     def has_spec_edit(self) -> bool:

@@ -23,9 +23,9 @@ value of ``train`` occurs in ``test``.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, ClassVar, Protocol
 
 import mujoco
 import numpy as np
@@ -105,6 +105,88 @@ def _skyboxes(model: mujoco.MjModel) -> list[int]:
             if int(model.tex_type[t]) == int(mujoco.mjtTexture.mjTEXTURE_SKYBOX)]
 
 
+class Look(Protocol):
+    """What :func:`surface_targets` / :func:`paint_surfaces` read of a look."""
+
+    @property
+    def group(self) -> str: ...
+    @property
+    def geoms(self) -> tuple[str, ...]: ...
+    @property
+    def rgb1(self) -> tuple[float, float, float]: ...
+    def image(self, height: int, width: int) -> np.ndarray: ...
+
+
+SKYBOX_GROUPS = ("floor", "background")
+"""Look groups that also paint the model's skybox textures (the scene's background)."""
+
+Targets = list[tuple[Look, list[int], list[int], list[int]]]
+"""Per look: (look, geoms coloured by ``geom_rgba``, materials, textures) to edit."""
+
+
+def surface_targets(model: mujoco.MjModel, nominal: mujoco.MjModel,
+                    looks: Sequence[Look]) -> Targets:
+    """Per look: the geoms, materials and textures that show it (see the module docstring).
+
+    Raises:
+        InvalidPerturbationError: If a look names a geom the model lacks.
+    """
+    out: Targets = []
+    for look in looks:
+        geoms: list[int] = []
+        mats: list[int] = []
+        texs: list[int] = []
+        for g in u.ids_of(model, mujoco.mjtObj.mjOBJ_GEOM, look.geoms, f"{look.group} geom"):
+            mat = int(model.geom_matid[g])
+            tex = _texture_of(model, mat) if mat >= 0 else -1
+            if mat < 0 or not np.array_equal(nominal.geom_rgba[g], _DEFAULT_RGBA):
+                geoms.append(g)  # the renderer uses geom_rgba (see mjv's material rule)
+            elif mat not in mats:
+                mats.append(mat)
+            if tex >= 0 and tex not in texs:
+                texs.append(tex)
+        if look.group in SKYBOX_GROUPS and look.geoms:
+            texs.extend(t for t in _skyboxes(model) if t not in texs)
+        out.append((look, geoms, mats, texs))
+    return out
+
+
+def paint_surfaces(model: mujoco.MjModel, base: mujoco.MjModel, amount: float,
+                   targets: Targets) -> bool:
+    """Blend ``base``'s colours and texture pixels toward the looks by ``amount`` in [0, 1],
+    writing ``model``; ``base`` may be ``model`` itself (a look painted over what the
+    earlier axes of the condition drew). Returns True if anything was written."""
+    a = float(amount)
+    changed = False
+    for look, geoms, mats, texs in targets:
+        for g in geoms:
+            mat = int(model.geom_matid[g])
+            has_tex = mat >= 0 and _texture_of(model, mat) >= 0
+            goal = np.ones(3) if has_tex else np.asarray(look.rgb1)
+            model.geom_rgba[g, :3] = (1 - a) * base.geom_rgba[g, :3] + a * goal
+            changed = True
+        for m in mats:
+            goal = np.ones(3) if _texture_of(model, m) >= 0 else np.asarray(look.rgb1)
+            model.mat_rgba[m, :3] = (1 - a) * base.mat_rgba[m, :3] + a * goal
+            changed = True
+        for t in texs:
+            adr, h, w = int(model.tex_adr[t]), int(model.tex_height[t]), int(model.tex_width[t])
+            nch = int(model.tex_nchannel[t])
+            n = h * w * nch
+            nom = base.tex_data[adr:adr + n].reshape(h, w, nch).astype(float)
+            img = nom.copy()
+            k = min(nch, 3)
+            img[..., :k] = (1 - a) * nom[..., :k] + a * 255.0 * look.image(h, w)[..., :k]
+            model.tex_data[adr:adr + n] = np.clip(np.rint(img), 0, 255).astype(np.uint8).ravel()
+            changed = True
+    return changed
+
+
+def textures_of(targets: Targets) -> tuple[int, ...]:
+    """Sorted ids of the textures ``targets`` paint."""
+    return tuple(sorted({t for _, _, _, texs in targets for t in texs}))
+
+
 @dataclass(frozen=True, slots=True)
 class TexturePerturbation(Perturbation):
     """Concrete surface looks of one episode.
@@ -120,60 +202,15 @@ class TexturePerturbation(Perturbation):
     amount: float
     looks: tuple[SurfaceLook, ...]
 
-    def _targets(self, model: mujoco.MjModel, nominal: mujoco.MjModel
-                 ) -> list[tuple[SurfaceLook, list[int], list[int], list[int]]]:
-        """Per look: (look, geoms coloured by geom_rgba, materials, textures) to edit."""
-        out = []
-        for look in self.looks:
-            geoms: list[int] = []
-            mats: list[int] = []
-            texs: list[int] = []
-            for g in u.ids_of(model, mujoco.mjtObj.mjOBJ_GEOM, look.geoms, f"{look.group} geom"):
-                mat = int(model.geom_matid[g])
-                tex = _texture_of(model, mat) if mat >= 0 else -1
-                if mat < 0 or not np.array_equal(nominal.geom_rgba[g], _DEFAULT_RGBA):
-                    geoms.append(g)  # the renderer uses geom_rgba (see mjv's material rule)
-                elif mat not in mats:
-                    mats.append(mat)
-                if tex >= 0 and tex not in texs:
-                    texs.append(tex)
-            if look.group == "floor" and look.geoms:
-                texs.extend(t for t in _skyboxes(model) if t not in texs)
-            out.append((look, geoms, mats, texs))
-        return out
-
     def apply_model(self, model: mujoco.MjModel, nominal: mujoco.MjModel, scene: MujocoScene
                     ) -> bool:
         """Blend colours and texture pixels toward the looks; see the module docstring."""
-        a = float(self.amount)
-        changed = False
-        for look, geoms, mats, texs in self._targets(model, nominal):
-            for g in geoms:
-                mat = int(model.geom_matid[g])
-                has_tex = mat >= 0 and _texture_of(model, mat) >= 0
-                goal = np.ones(3) if has_tex else np.asarray(look.rgb1)
-                model.geom_rgba[g, :3] = (1 - a) * nominal.geom_rgba[g, :3] + a * goal
-                changed = True
-            for m in mats:
-                goal = np.ones(3) if _texture_of(model, m) >= 0 else np.asarray(look.rgb1)
-                model.mat_rgba[m, :3] = (1 - a) * nominal.mat_rgba[m, :3] + a * goal
-                changed = True
-            for t in texs:
-                adr, h, w = int(model.tex_adr[t]), int(model.tex_height[t]), int(model.tex_width[t])
-                nch = int(model.tex_nchannel[t])
-                n = h * w * nch
-                nom = nominal.tex_data[adr:adr + n].reshape(h, w, nch).astype(float)
-                img = nom.copy()
-                k = min(nch, 3)
-                img[..., :k] = (1 - a) * nom[..., :k] + a * 255.0 * look.image(h, w)[..., :k]
-                model.tex_data[adr:adr + n] = np.clip(np.rint(img), 0, 255).astype(np.uint8).ravel()
-                changed = True
-        return changed
+        return paint_surfaces(model, nominal, self.amount,
+                              surface_targets(model, nominal, self.looks))
 
     def textures_touched(self, model: mujoco.MjModel) -> tuple[int, ...]:
         """Ids of the textures whose pixels :meth:`apply_model` writes."""
-        out = {t for _, _, _, texs in self._targets(model, model) for t in texs}
-        return tuple(sorted(out))
+        return textures_of(surface_targets(model, model, self.looks))
 
 
 @register_axis("texture")

@@ -233,7 +233,8 @@ class PerturbedEnv(gym.Wrapper[Any, Any, Any, Any], gym.utils.RecordConstructorA
         for path in self._model_fields(model):
             u.copy_field(model, self._pristine, path)
         touched: set[int] = set()
-        for i, p in enumerate(perts):
+        for i in sorted(range(len(perts)), key=lambda i: perts[i].MODEL_ORDER):
+            p = perts[i]
             changed[i] = bool(p.apply_model(model, self._pristine, scene)) or changed[i]
             touched.update(int(t) for t in p.textures_touched(model))
         upload = tuple(sorted(t for t in touched | set(self._prev_textures) if t < model.ntex))

@@ -320,21 +320,7 @@ def test_the_shipped_lift_pixel_policy_succeeds_as_measured_and_the_camera_costs
     """robogen/assets/policies/lift_pixels_plain on the README's protocol (seed 0, 30
     episodes, 150 steps): nominal 21/30, and the camera gap's interval excludes 0
     (+0.33 [+0.13, +0.53])."""
-    from pathlib import Path
+    from tests.fixtures.shipped import assert_shipped_policy
 
-    from robogen.configs import load_eval_config
-    from robogen.reports import load_report
-    from robogen.reports.evaluation import evaluate
-
-    policy = Path(__file__).resolve().parents[2] / "robogen/assets/policies/lift_pixels_plain"
-    cfg = load_eval_config(
-        None, env="robosuite/Lift", policy=f"flax:{policy}", obs_mode="state+pixels",
-        axes=["camera"], severities=[1.0], combined=False, episodes=30, max_steps=150,
-        seed=0, backend="serial", videos=0, out=tmp_path / "run")
-    evaluate(cfg)
-    report = load_report(tmp_path / "run")
-    nominal = report.condition("nominal")
-    assert nominal.n == 30 and nominal.n_invalid == 0
-    assert round(nominal.success_rate * 30) == 21
-    gap = report.gap("camera@1")
-    assert gap.status == "ok" and gap.ci_low > 0, gap
+    assert_shipped_policy(tmp_path, "robosuite/Lift", "lift_pixels_plain", "camera", 21,
+                          max_steps=150)

@@ -26,18 +26,20 @@ ENV_IDS = tuple(i for p in CORE_FAMILIES for i in ENV_FAMILIES.get(p).ids())
 arms, which the velocity kick below would throw off) run every axis in
 tests/envs/test_suites.py, parametrized over the families that name a suite."""
 NOT_APPLICABLE: dict[str, frozenset[str]] = {
-    "gymnasium/InvertedPendulum-v5": frozenset({"distractors", "texture"}),
+    "gymnasium/InvertedPendulum-v5": frozenset({"distractors", "texture", "background"}),
     "gymnasium/InvertedDoublePendulum-v5": frozenset({"distractors"}),
+    "gymnasium/Pusher-v5": frozenset({"background"}),
 }
-"""Axes whose scene roles an env lacks (no surface near the cart; no textured floor); every
-other axis must apply to every env (``missing_roles`` is None)."""
+"""Axes whose scene roles an env lacks (no surface near the cart; no textured floor; no floor
+under Pusher's table); every other axis must apply to every env (``missing_roles`` is None)."""
 AXIS_NAMES = AXES.names()
 SIZE = 32  # rendered test images are SIZE x SIZE
 STEPS = 8  # fixed-action rollout length
-MIN_PIXEL_DIFF = {"camera": 5.0, "texture": 10.0, "lighting": 5.0, "distractors": 0.5}
+MIN_PIXEL_DIFF = {"camera": 5.0, "texture": 10.0, "lighting": 5.0, "distractors": 0.5,
+                  "background": 5.0}
 """Smallest mean |pixel difference| (0-255 scale) a visual axis at severity 1 must make with
 perturbation seed 0. Measured on these scenes at 32x32: camera 13-44, texture 19-75, lighting
-18-72, distractors 0.9-3.5."""
+18-72, distractors 0.9-3.5, background 7.8 (tabletop: the floor behind the table) to 85."""
 SPARSE_MIN_PIXEL_DIFF: dict[str, dict[str, float]] = {
     "gymnasium/InvertedPendulum-v5": {"camera": 1.0, "lighting": 0.5},
     "gymnasium/InvertedDoublePendulum-v5": {"texture": 3.0},
@@ -259,6 +261,8 @@ def split_keys(p) -> set:
         return {(look["group"], look["pattern"], _sector(look["rgb1"]) % 2) for look in v["looks"]}
     if axis == "distractors":
         return {(item["shape"], _sector(item["rgb"]) % 2) for item in v["items"]}
+    if axis == "background":
+        return {int(math.floor(h * HUE_SECTORS)) % 2 for h in v["look"]["hues"]}
     if axis == "camera":
         return {math.copysign(1.0, v["azimuth_rad"])}
     if axis == "lighting":
