@@ -60,6 +60,15 @@ class Recipe:
         noise_dims: Action dims that get DART noise during collection.
         name: Output directory prefix (``<name>_<variant>``).
         camera: The observation camera (recorded).
+        dense_steps: Every step of an episode before this one is kept; after it, one step
+            in ``keep_every`` (long episodes that mostly hold a reached pose, such as
+            dm_control's 1000 steps, would otherwise fill memory with near-copies).
+        keep_every: See ``dense_steps``.
+
+    The demonstrator is a scripted expert or a trained state policy (``sb3:`` teacher:
+    it reads ``obs["state"]`` only; the student is distilled onto pixels, as in
+    "privileged teacher, pixel student" distillation, Chen et al. 2019, "Learning by
+    Cheating").
     """
 
     expert: str
@@ -68,6 +77,8 @@ class Recipe:
     noise_dims: tuple[int, ...]
     name: str
     camera: str
+    dense_steps: int = 10**9
+    keep_every: int = 1
 
 
 RECIPES = {
@@ -78,6 +89,11 @@ RECIPES = {
         "expert:robosuite/Lift", tuple(range(50)),
         "robot0_proprio-state (joint pos/cos/sin/vel/acc, eef pos/quat, gripper qpos/qvel)",
         tuple(range(3)), "lift_pixels", "agentview"),
+    "dm_control/reacher-easy": Recipe(
+        "sb3:robogen/assets/checkpoints/sac_reacher_easy.zip", (0, 1, 4, 5),
+        "position (2 joint angles), velocity (2 joint velocities); to_target is left out",
+        (0, 1), "reacher_pixels", "camera 0 (fixed, top-down)", dense_steps=200,
+        keep_every=5),
 }
 """Env id -> its :class:`Recipe`."""
 
@@ -100,22 +116,31 @@ def collect(env_id: str, episodes: int, noise: float, seed: int, log=print
     recipe = RECIPES[env_id]
     env = envs.make(env_id, obs_mode="state+pixels")
     scene = find_scene(env)
-    ctx = LoadContext(env_id, env.observation_space, env.action_space, "state+pixels")
+    teacher = recipe.expert.startswith("sb3:")
+    if teacher:  # a state policy: it sees the state vector only
+        ctx = LoadContext(env_id, env.observation_space["state"], env.action_space, "state")
+    else:
+        ctx = LoadContext(env_id, env.observation_space, env.action_space, "state+pixels")
     expert = load_policy(recipe.expert, ctx)
-    expert.attach([scene])
+    if hasattr(expert, "attach"):
+        expert.attach([scene])
     rng = np.random.default_rng(seed + 12345)
     pix, st, act, ep, succ = [], [], [], [], []
     t0 = time.time()
     for j in range(episodes):
         obs, _ = env.reset(seed=episode_seed(seed, demo_episode_index("none", j)))
         expert.reset([0])
-        done, ok = False, False
+        done, ok, t = False, False, 0
         while not done:
-            label = expert.act({"state": obs["state"][None], "pixels": obs["pixels"][None]})[0]
-            pix.append(obs["pixels"])
-            st.append(obs["state"])
-            act.append(label)
-            ep.append(j)
+            feed = obs["state"][None] if teacher else {
+                "state": obs["state"][None], "pixels": obs["pixels"][None]}
+            label = expert.act(feed)[0]
+            if t < recipe.dense_steps or (t - recipe.dense_steps) % recipe.keep_every == 0:
+                pix.append(obs["pixels"])
+                st.append(obs["state"])
+                act.append(label)
+                ep.append(j)
+            t += 1
             executed = label.copy()
             dims = list(recipe.noise_dims)
             executed[dims] += rng.normal(0.0, noise, len(dims))

@@ -319,3 +319,16 @@ def test_the_shipped_sac_checkpoints_score_as_their_metadata_says(name, success_
             assert info["success"] and low < info["episode_return"] < high
     finally:
         env.close()
+
+
+@needs_dmc
+@pytest.mark.slow
+def test_the_shipped_reacher_pixel_policy_succeeds_as_measured_and_texture_costs_it(
+        tmp_path) -> None:
+    """robogen/assets/policies/reacher_pixels_augmented on the README's protocol (seed 0, 30
+    episodes of 1000 steps): nominal 20/30, and the texture gap's interval excludes 0
+    (+0.57 [+0.37, +0.77])."""
+    from tests.fixtures.shipped import assert_shipped_policy
+
+    assert_shipped_policy(tmp_path, "dm_control/reacher-easy", "reacher_pixels_augmented",
+                          "texture", 20)
