@@ -117,3 +117,18 @@ def test_bad_sizes_write_nothing(tmp_path, kw):
     with pytest.raises(InvalidSpecError):
         collect("robogen/Reach-v0", ["none"], 2, tmp_path / "d", **kw)
     assert not (tmp_path / "d").exists()
+
+
+def test_a_collection_written_before_the_camera_field_reads_as_front(tmp_path):
+    """Collections of earlier versions (all tabletop) have no ``camera`` key: they read as the
+    ``front`` camera they were recorded from, and appending to them keeps working."""
+    import json
+
+    out = tmp_path / "d"
+    store = collect("robogen/Reach-v0", ["none"], 2, out, batch_size=2)
+    assert store.collection.camera == "front"
+    meta = json.loads((out / "collection.json").read_text())
+    del meta["camera"]
+    (out / "collection.json").write_text(json.dumps(meta))
+    assert DemoStore.open(out).collection.camera == "front"
+    assert len(collect("robogen/Reach-v0", ["none"], 4, out, batch_size=2).episodes()) == 4
