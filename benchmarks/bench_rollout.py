@@ -134,6 +134,7 @@ def robogen_serial(manifest, nominal_only: bool = True, policy_time: list[float]
         return sum(render.call(time.thread_time, lane=i) for i in range(lanes))
 
     units = [u for u in plan_units(manifest) if (u.condition.name == "nominal") or not nominal_only]
+    worker._ensure_envs(max(len(u.episode_indices) for u in units))  # build before timing
     in_policy = [0.0]
     if policy_time is not None:
         act = worker.policy.act

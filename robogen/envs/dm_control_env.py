@@ -244,8 +244,7 @@ def actuated_joints(model: mujoco.MjModel) -> tuple[str, ...]:
 
 def _flatten(observation: Any) -> np.ndarray:
     """The suite's observation dict as one float64 vector, in the dict's order."""
-    return np.concatenate([np.asarray(v, dtype=np.float64).ravel()
-                           for v in observation.values()])
+    return np.concatenate([np.ravel(v) for v in observation.values()], dtype=np.float64)
 
 
 class DMControlEnv(SuiteScene):

@@ -284,19 +284,23 @@ class PerturbedEnv(gym.Wrapper[Any, Any, Any, Any], gym.utils.RecordConstructorA
         if not views or views[0] is not data:
             views = self._views = (data, data.qpos, data.qvel, data.qacc, data.warning.number)
         why = None
-        # one NaN or inf anywhere makes its sum non-finite (checked per step: keep it cheap)
-        if not math.isfinite(views[1].sum() + views[2].sum() + views[3].sum()):
+        # One NaN or inf anywhere makes its sum of squares non-finite (checked per step: keep
+        # it cheap; a dot product is half the cost of a sum). Huge finite values can overflow
+        # it too, so the slow path looks for the non-finite entry before it says so.
+        q, v, acc = views[1], views[2], views[3]
+        if not math.isfinite(np.dot(q, q) + np.dot(v, v) + np.dot(acc, acc)):
             for name in ("qpos", "qvel", "qacc"):
                 if not np.all(np.isfinite(getattr(data, name))):
                     why = f"non-finite {name}"
                     break
         if why is None:
             counts = tuple(views[4][_BAD_IDX].tolist())
-            for warning, n, before in zip(BAD_STATE_WARNINGS, counts, self._bad_counts,
-                                          strict=True):
-                if n > before:
-                    why = f"MuJoCo reset the diverged state ({warning.name})"
-                    break
+            if counts != self._bad_counts:  # the counts only grow: one of them did
+                for warning, n, before in zip(BAD_STATE_WARNINGS, counts, self._bad_counts,
+                                              strict=True):
+                    if n > before:
+                        why = f"MuJoCo reset the diverged state ({warning.name})"
+                        break
         if why is not None:
             axes = [p.axis for p in self._last] or "none (nominal)"
             raise SimulationUnstableError(UNSTABLE.format(step=self._steps, why=why, axes=axes))

@@ -43,3 +43,19 @@ def test_random_seeded_by_episode_seed_ignores_observation():
     # a visual perturbation changes the observation, not the episode's actions
     np.testing.assert_array_equal(a.act(np.zeros((1, 3), np.float32)),
                                   b.act(np.ones((1, 3), np.float32)))
+
+
+def test_random_actions_are_the_streams_uniform_draws_in_the_bounds():
+    # the values Generator.uniform(low, high) draws from the slot's stream, so runs made
+    # before the faster sampling (low + (high - low) * random) resume with the same actions
+    obs = spaces.Box(-np.inf, np.inf, (3,), np.float32)
+    act = spaces.Box(np.array([-2.0, 0.5, -1.0]), np.array([1.0, 0.75, 3.0]), (3,), np.float64)
+    policy = RandomPolicy(obs, act, "state", 7)
+    policy.reset([0, 1], seeds=[11, 12])
+    got = np.stack([policy.act(np.zeros((2, 3), np.float32), slots=[0, 1]) for _ in range(50)])
+    for slot, seed in ((0, 11), (1, 12)):
+        rng = np.random.default_rng([7, seed])
+        want = np.stack([rng.uniform(act.low, act.high) for _ in range(50)]).astype(np.float32)
+        np.testing.assert_array_equal(got[:, slot], want)
+    assert got.dtype == np.float32 and got.shape == (50, 2, 3)
+    assert np.all(got >= act.low.astype(np.float32)) and np.all(got <= act.high.astype(np.float32))
