@@ -340,11 +340,11 @@ class EpisodeWorker:
         everyone = list(range(n))
         step = self._step
         while True:
-            if self.abort.is_set():
-                raise UnitAborted(f"unit {unit.unit_id} stopped: its run is being closed")
             running = [k for k in everyone if not slots[k].done]
             if not running:
                 break
+            if self.abort.is_set():
+                raise UnitAborted(f"unit {unit.unit_id} stopped: its run is being closed")
             if halves:
                 middle = (len(running) + 1) // 2
                 groups: tuple[list[int], ...] = (running[:middle], running[middle:])
