@@ -26,6 +26,7 @@ bare, ...); the machine is noisy, read the ratios. Runs on the MuJoCo 3.x track
 (``make setup-suites``)::
 
     .venv-suites/bin/python benchmarks/bench_suites.py [--repeats 2] [--only dm_control]
+        [--obs state]
 """
 
 from __future__ import annotations
@@ -126,11 +127,12 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--repeats", type=int, default=2)
     p.add_argument("--only", default="", help="dm_control or robosuite")
+    p.add_argument("--obs", default="", help="state or pixels (default: both)")
     args = p.parse_args()
     print(f"{'env':30s} {'obs':7s} {'robogen steps/s':>16s} {'batch 8':>8s} {'bare':>6s} "
           f"{'bare/robogen time, batch 1':>27s} {'batch 8':>15s}")
     for env_id, obs_mode, episodes, max_steps in CASES:
-        if args.only and not env_id.startswith(args.only):
+        if (args.only and not env_id.startswith(args.only)) or args.obs not in ("", obs_mode):
             continue
         name = env_id.split("/", 1)[1]
         one, eight, theirs = [], [], []

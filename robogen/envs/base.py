@@ -115,6 +115,14 @@ class MujocoScene(Protocol):
         render_lane: Render lane (thread and GL context, :mod:`robogen.envs.render`) that
             draws this env's frames (default 0; the rollout worker spreads a batch of envs
             over its lanes).
+
+    Optional attribute (read with ``getattr``, default False):
+        step_checks_state: True if every ``step`` ends with MuJoCo's own checks of the
+            state it returns (``mj_step1`` after the integration, as dm_control's legacy
+            step does), so that a non-finite ``qpos``/``qvel``/``qacc`` always shows as a
+            bad-state warning; :class:`~robogen.perturbations.wrapper.PerturbedEnv` then
+            skips its own finiteness check. Leave it False for an env that steps with
+            ``mj_step`` (the state it returns is checked only at the next step).
     """
 
     defer_frames: bool

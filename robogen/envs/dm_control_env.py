@@ -28,10 +28,16 @@ applied ``action_repeat`` times per env step (env kwarg, default 1: the suite's 
 control step; DrQ-v2 uses 2, PlaNet/Dreamer 2-8: evaluate a policy with the repeat it
 was trained with). The reward of an env step is the sum over its repeats.
 
+Stepping: each control step is the suite's ``Environment.step`` called piece by piece (the
+task's ``before_step``, the physics' legacy step, ``after_step``, ``get_reward``,
+``get_termination``; the observation once per env step): the same values bit for bit, without
+its ``TimeStep`` and per-step warning bookkeeping (~8 us of a ~65 us cheetah-run step;
+robogen's wrapper reads MuJoCo's warning counters instead, see ``step_checks_state``).
+
 Episode: the suite's 1000 control steps (:data:`SUITE_STEPS`), that is
 ``ceil(1000 / action_repeat)`` env steps (truncated); ``max_steps`` changes it.
-``terminated`` when the suite's task ends the episode with discount 0 (none of the
-listed tasks does).
+``terminated`` when the suite's task ends the episode with discount 0, truncated when it
+ends it with another discount (none of the listed tasks ends an episode).
 
 Success: episode return >= ``success_threshold`` at the last step, default
 :data:`DEFAULT_THRESHOLD` = 500 at the suite's 1000-step horizon (half the maximum return:
@@ -251,8 +257,9 @@ class DMControlEnv(SuiteScene):
     """A dm_control suite task as a perturbable Gymnasium env (a :class:`MujocoScene`).
 
     Description:
-        ``suite.load(domain, task)`` stepped ``action_repeat`` times per env step; the
-        suite's task decides initial states, rewards and observations.
+        ``suite.load(domain, task)`` stepped ``action_repeat`` control steps per env step
+        (its physics and task hooks, as its ``Environment.step``); the suite's task decides
+        initial states, rewards, termination and observations.
 
     Observation Space:
         ============  =====================================  =============================
@@ -318,6 +325,11 @@ class DMControlEnv(SuiteScene):
         # the episode length is the TimeLimit's: no time limit inside the suite
         self._env: Any = suite.load(domain, task, task_kwargs={"time_limit": float("inf")})
         self._physics: Any = self._env.physics
+        self._task: Any = self._env.task
+        self._n_sub_steps = int(self._env._n_sub_steps)  # noqa: SLF001 - the suite's control step
+        self._legacy = bool(self._physics.legacy_step)
+        self._rk4 = False
+        self._ptrs: tuple[mujoco.MjModel, mujoco.MjData] = (self.model, self.data)
         # MuJoCo warnings are logged, not raised as dm_control PhysicsError (what
         # Physics.suppress_physics_errors does, here for the env's life): robogen's wrapper
         # reports a diverged state as sim_unstable from the warning counters
@@ -336,7 +348,7 @@ class DMControlEnv(SuiteScene):
         self.action_space = spaces.Box(np.asarray(spec.minimum, np.float32),
                                        np.asarray(spec.maximum, np.float32),
                                        shape=spec.shape, dtype=np.float32)
-        self._state_dim = int(_flatten(self._env.task.get_observation(self._physics)).size)
+        self._state_dim = int(_flatten(self._task.get_observation(self._physics)).size)
         with warnings.catch_warnings():  # cheetah.xml's deprecated settotalmass
             warnings.filterwarnings("ignore", message=".*settotalmass.*")
             first = self.nominal_spec().compile()
@@ -357,6 +369,14 @@ class DMControlEnv(SuiteScene):
     def data(self) -> mujoco.MjData:
         """Its ``MjData``."""
         return self._physics.data.ptr
+
+    @property
+    def step_checks_state(self) -> bool:
+        """True with the suite's legacy step (every listed task): each step ends with
+        ``mj_step1``, whose checks of ``qpos``/``qvel`` (and ``mj_step2``'s of ``qacc``) raise
+        MuJoCo's bad-state warnings for a non-finite state, so robogen's wrapper reads the
+        warning counters alone (see :class:`~robogen.envs.base.MujocoScene`)."""
+        return self._legacy
 
     @property
     def rule(self) -> SuccessRule:
@@ -400,12 +420,14 @@ class DMControlEnv(SuiteScene):
             raw.act[:] = old.act
         raw.time = old.time
         self._physics._reload_from_data(new)  # noqa: SLF001 - dm_control's reload hook
+        self._ptrs = (self.model, self.data)
+        self._rk4 = int(model.opt.integrator) == int(mujoco.mjtIntegrator.mjINT_RK4)
         self._frames.set_model(model)
 
     def observe(self) -> Any:
         """The observation of the current state (the task's, after ``mj_forward``)."""
         mujoco.mj_forward(self.model, self.data)
-        return self._transform(_flatten(self._env.task.get_observation(self._physics)))
+        return self._transform(_flatten(self._task.get_observation(self._physics)))
 
     # -- gym API -----------------------------------------------------------------------------
 
@@ -424,27 +446,61 @@ class DMControlEnv(SuiteScene):
     def step(self, action: Any) -> tuple[Any, float, bool, bool, dict[str, Any]]:
         """Apply ``action`` for ``action_repeat`` control steps.
 
-        ``info["success"]`` is decided at the last step (the return rule; an episode the
-        task ended early is never a success).
+        Each control step is what the suite's ``Environment.step`` does (the task's
+        ``before_step``, the physics' step with up-to-date position and velocity fields,
+        ``after_step``, ``get_reward``, ``get_termination``), called here directly: the
+        same physics and the same values, without its ``TimeStep``, its per-step
+        warning bookkeeping (robogen's wrapper reads MuJoCo's warning counters) and an
+        observation at every repeat (the task's observation is read once, after the last
+        repeat). ``tests/envs/test_dm_control.py`` pins the equality with the suite's
+        loop.
+
+        ``terminated`` when the task ends the episode with discount 0; a task that ends
+        it with another discount truncates it. ``info["success"]`` is decided at the last
+        step (the return rule; an episode the task ended early is never a success).
         """
+        physics, task = self._physics, self._task
         act = np.asarray(action, dtype=np.float64)
         reward = 0.0
-        terminated = False
-        ts = None
+        discount = None
+        advance = self._advance
         for _ in range(self.action_repeat):
-            ts = self._env.step(act)
-            reward += float(ts.reward or 0.0)
-            if ts.last():
-                terminated = ts.discount == 0.0
+            task.before_step(act, physics)
+            advance()
+            task.after_step(physics)
+            reward += float(task.get_reward(physics) or 0.0)
+            discount = task.get_termination(physics)
+            if discount is not None:
                 break
-        assert ts is not None
         self._steps += 1
         self._episode_return += reward
-        truncated = self._steps >= self._limit and not terminated
+        terminated = discount is not None and discount == 0.0
+        truncated = not terminated and (discount is not None or self._steps >= self._limit)
         info = {"success": truncated and self._episode_return >= self._rule.threshold,
                 "episode_return": self._episode_return,
                 "robogen": {"success_metric": self._episode_return}}
-        return self._transform(_flatten(ts.observation)), reward, terminated, truncated, info
+        state = _flatten(task.get_observation(physics))
+        obs = state.astype(np.float32) if self.obs_mode == "state" else self._transform(state)
+        return obs, reward, terminated, truncated, info
+
+    def _advance(self) -> None:
+        """One control step of the physics: dm_control's ``Physics.step(n_sub_steps)``
+        (legacy step: ``mj_step2``, then ``mj_step`` for the further substeps and
+        ``mj_step1``, so that the fields of the returned state are up to date and MuJoCo
+        has checked its ``qpos``/``qvel``; RK4: ``mj_step`` then ``mj_step1``), without
+        its Python context manager."""
+        model, data = self._ptrs
+        n = self._n_sub_steps
+        if not self._legacy:
+            mujoco.mj_step(model, data, n)
+            return
+        if self._rk4:
+            mujoco.mj_step(model, data, n)
+        else:
+            mujoco.mj_step2(model, data)
+            if n > 1:
+                mujoco.mj_step(model, data, n - 1)
+        mujoco.mj_step1(model, data)
 
     # -- helpers -----------------------------------------------------------------------------
 

@@ -94,11 +94,14 @@ def axis_rng(perturbation_seed: int, axis: str) -> np.random.Generator:
                                                          zlib.crc32(axis.encode())]))
 
 
-_BAD_IDX = np.array([int(w) for w in BAD_STATE_WARNINGS])
+_BAD_IDS = [int(w) for w in BAD_STATE_WARNINGS]
+assert _BAD_IDS == list(range(_BAD_IDS[0], _BAD_IDS[0] + len(_BAD_IDS)))  # one slice of them
+_BAD_SLICE = slice(_BAD_IDS[0], _BAD_IDS[0] + len(_BAD_IDS))
 
 
-def _bad_counts(data: mujoco.MjData) -> tuple[int, ...]:
-    return tuple(data.warning.number[_BAD_IDX].tolist())
+def _bad_counts(data: mujoco.MjData) -> list[int]:
+    """The counters of :data:`BAD_STATE_WARNINGS` in ``data``."""
+    return data.warning.number[_BAD_SLICE].tolist()
 
 
 def _as_levels(levels: Iterable[AxisLevel | dict[str, Any]]) -> tuple[AxisLevel, ...]:
@@ -152,7 +155,8 @@ class PerturbedEnv(gym.Wrapper[Any, Any, Any, Any], gym.utils.RecordConstructorA
         self._structure = ""
         self._prev_textures: tuple[int, ...] = ()
         self._rng: np.random.Generator | None = None
-        self._bad_counts = (0,) * len(BAD_STATE_WARNINGS)
+        self._bad_list = [0] * len(BAD_STATE_WARNINGS)
+        self._step_checks_state = bool(getattr(self._scene, "step_checks_state", False))
         self._steps = 0
         self._views: tuple[Any, ...] = ()
         """(data, qpos, qvel, qacc, warning counts): live views of the scene's ``MjData``,
@@ -257,7 +261,7 @@ class PerturbedEnv(gym.Wrapper[Any, Any, Any, Any], gym.utils.RecordConstructorA
         if state_changed:
             mujoco.mj_forward(model, data)
             obs = scene.observe()
-        self._bad_counts = _bad_counts(data)
+        self._bad_list = _bad_counts(data)
         self._steps = 0
         self._last = tuple(perts)
         # (7) records
@@ -282,25 +286,29 @@ class PerturbedEnv(gym.Wrapper[Any, Any, Any, Any], gym.utils.RecordConstructorA
         data = self._scene.data
         views = self._views
         if not views or views[0] is not data:
-            views = self._views = (data, data.qpos, data.qvel, data.qacc, data.warning.number)
+            views = self._views = (data, data.qpos, data.qvel, data.qacc,
+                                   data.warning.number[_BAD_SLICE])
+        counts = views[4].tolist()
+        if counts == self._bad_list:
+            if self._step_checks_state:  # MuJoCo checked the state it returns: no warning,
+                return result  # so qpos/qvel/qacc are finite (per step: keep this cheap)
+            # One NaN or inf anywhere makes its sum of squares non-finite (a dot product is
+            # half the cost of a sum); huge finite values can overflow it too, so the slow
+            # path below looks for the non-finite entry before it says so.
+            q, v, acc = views[1], views[2], views[3]
+            if math.isfinite(np.dot(q, q) + np.dot(v, v) + np.dot(acc, acc)):
+                return result
         why = None
-        # One NaN or inf anywhere makes its sum of squares non-finite (checked per step: keep
-        # it cheap; a dot product is half the cost of a sum). Huge finite values can overflow
-        # it too, so the slow path looks for the non-finite entry before it says so.
-        q, v, acc = views[1], views[2], views[3]
-        if not math.isfinite(np.dot(q, q) + np.dot(v, v) + np.dot(acc, acc)):
-            for name in ("qpos", "qvel", "qacc"):
-                if not np.all(np.isfinite(getattr(data, name))):
-                    why = f"non-finite {name}"
-                    break
+        for name in ("qpos", "qvel", "qacc"):
+            if not np.all(np.isfinite(getattr(data, name))):
+                why = f"non-finite {name}"
+                break
         if why is None:
-            counts = tuple(views[4][_BAD_IDX].tolist())
-            if counts != self._bad_counts:  # the counts only grow: one of them did
-                for warning, n, before in zip(BAD_STATE_WARNINGS, counts, self._bad_counts,
-                                              strict=True):
-                    if n > before:
-                        why = f"MuJoCo reset the diverged state ({warning.name})"
-                        break
+            for warning, n, before in zip(BAD_STATE_WARNINGS, counts, self._bad_list,
+                                          strict=True):
+                if n > before:  # the counts only grow: one of them did
+                    why = f"MuJoCo reset the diverged state ({warning.name})"
+                    break
         if why is not None:
             axes = [p.axis for p in self._last] or "none (nominal)"
             raise SimulationUnstableError(UNSTABLE.format(step=self._steps, why=why, axes=axes))

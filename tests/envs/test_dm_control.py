@@ -133,6 +133,77 @@ def test_action_repeat_sums_the_suites_rewards_and_shortens_the_episode() -> Non
 
 
 @needs_dmc
+@pytest.mark.parametrize(("name", "repeat"), [("walker-walk", 1), ("finger-spin", 3)])
+def test_every_step_is_the_suites_environment_step(name: str, repeat: int) -> None:
+    """robogen steps the suite's physics and task hooks itself (without ``Environment.step``'s
+    per-step bookkeeping): every step's observation, reward and MuJoCo state equal the
+    suite's loop, also with the suite's substeps (walker: 10 per control step, finger: 2)
+    and an action repeat."""
+    ref = _suite(name, seed=3)
+    ts = ref.reset()
+    env = make(f"dm_control/{name}", action_repeat=repeat)
+    try:
+        env.reset(seed=3)
+        data = find_scene(env).data
+        actions = np.random.default_rng(1).uniform(-1, 1, (25, *env.action_space.shape))
+        for a in actions.astype(np.float32):
+            obs, reward, terminated, truncated, _ = env.step(a)
+            want = 0.0
+            for _ in range(repeat):
+                ts = ref.step(a)
+                want += ts.reward
+            flat = np.concatenate([np.ravel(v) for v in ts.observation.values()])
+            assert np.array_equal(obs, flat.astype(np.float32))
+            assert reward == want and not terminated and not truncated
+            for field in ("qpos", "qvel", "qacc", "act", "sensordata", "time"):
+                assert np.array_equal(getattr(data, field), getattr(ref.physics.data, field)), \
+                    field
+    finally:
+        env.close()
+
+
+@needs_dmc
+@pytest.mark.parametrize(("discount", "terminated"), [(0.0, True), (1.0, False)])
+def test_a_task_that_ends_the_episode_terminates_or_truncates_it(discount, terminated) -> None:
+    """The task's termination ends the episode: discount 0 is ``terminated``, another
+    discount (the episode is over, the state is not terminal) ``truncated``."""
+    env = make("dm_control/cartpole-swingup")
+    try:
+        env.reset(seed=0)
+        a = np.zeros(1, np.float32)
+        assert env.step(a)[2:4] == (False, False)
+        env.unwrapped._task.get_termination = lambda physics: discount  # noqa: SLF001
+        *_, term, trunc, info = env.step(a)
+        assert (term, trunc) == (terminated, not terminated) and not info["success"]
+    finally:
+        env.close()
+
+
+@needs_dmc
+def test_a_diverged_dm_control_state_is_reported_from_mujocos_warnings() -> None:
+    """The suite's step ends with MuJoCo's own state checks, so the wrapper reads only the
+    bad-state warning counters: a blown-up state is still ``SimulationUnstableError``."""
+    from robogen.perturbations import SimulationUnstableError
+
+    env = PerturbedEnv(make("dm_control/cheetah-run"))
+    try:
+        assert find_scene(env).step_checks_state
+        env.reset(seed=0)
+        a = np.zeros(6, np.float32)
+        env.step(a)
+        find_scene(env).data.qvel[:] = 1e30
+        with pytest.raises(SimulationUnstableError, match=r"unstable at step 2 \(MuJoCo reset"):
+            env.step(a)
+        env.reset(seed=0)  # a reset recovers
+        env.step(a)
+        find_scene(env).data.qpos[3] = np.nan
+        with pytest.raises(SimulationUnstableError, match="mjWARN_BADQPOS"):
+            env.step(a)
+    finally:
+        env.close()
+
+
+@needs_dmc
 @pytest.mark.parametrize("bad", [0, -2, 1.5, "2", True])
 def test_a_bad_action_repeat_is_refused(bad) -> None:
     from robogen.envs.dm_control_env import BAD_ACTION_REPEAT
