@@ -475,12 +475,12 @@ class DMControlEnv(SuiteScene):
         self._steps += 1
         self._episode_return += reward
         terminated = discount is not None and discount == 0.0
-        truncated = not terminated and (discount is not None or self._steps >= self._limit)
-        info = {"success": truncated and self._episode_return >= self._rule.threshold,
+        at_horizon = self._steps >= self._limit and not terminated
+        truncated = at_horizon or (discount is not None and not terminated)
+        info = {"success": at_horizon and self._episode_return >= self._rule.threshold,
                 "episode_return": self._episode_return,
                 "robogen": {"success_metric": self._episode_return}}
-        state = _flatten(task.get_observation(physics))
-        obs = state.astype(np.float32) if self.obs_mode == "state" else self._transform(state)
+        obs = self._transform(_flatten(task.get_observation(physics)))
         return obs, reward, terminated, truncated, info
 
     def _advance(self) -> None:

@@ -172,8 +172,9 @@ def test_a_task_that_ends_the_episode_terminates_or_truncates_it(discount, termi
         env.reset(seed=0)
         a = np.zeros(1, np.float32)
         assert env.step(a)[2:4] == (False, False)
+        env.unwrapped._rule = dataclasses.replace(env.unwrapped.rule, threshold=0.0)  # noqa: SLF001
         env.unwrapped._task.get_termination = lambda physics: discount  # noqa: SLF001
-        *_, term, trunc, info = env.step(a)
+        *_, term, trunc, info = env.step(a)  # ended early: never a success, even at return 0
         assert (term, trunc) == (terminated, not terminated) and not info["success"]
     finally:
         env.close()
