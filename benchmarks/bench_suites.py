@@ -21,9 +21,11 @@ and steps:
   side's time includes building the env (robogen builds it when its worker starts).
 
 Prints steps/s of each side and bare/robogen time for both batch sizes (goal >= 0.9:
-robogen at least 90% of the bare loop's speed). Runs alternate (robogen, bare, robogen,
-bare, ...); the machine is noisy, read the ratios. Runs on the MuJoCo 3.x track
-(``make setup-suites``)::
+robogen at least 90% of the bare loop's speed). Each case starts with an untimed episode of
+each side (imports, numba's compile of robosuite's controller, GL contexts); then runs
+alternate (robogen, bare, robogen, bare, ...); the machine is noisy, read the ratios. The
+state cases run 32 episodes a side (8 gave runs of ~0.2 s, too short to read). Runs on the
+MuJoCo 3.x track (``make setup-suites``)::
 
     .venv-suites/bin/python benchmarks/bench_suites.py [--repeats 2] [--only dm_control]
         [--obs state]
@@ -45,9 +47,9 @@ import numpy as np  # noqa: E402
 from bench_rollout import robogen_serial  # noqa: E402
 
 CASES = (
-    ("dm_control/cartpole-swingup", "state", 8, None),
+    ("dm_control/cartpole-swingup", "state", 32, None),
     ("dm_control/cartpole-swingup", "pixels", 8, 250),
-    ("dm_control/cheetah-run", "state", 8, None),
+    ("dm_control/cheetah-run", "state", 32, None),
     ("dm_control/cheetah-run", "pixels", 8, 250),
     ("robosuite/Lift", "state", 8, 100),
     ("robosuite/Lift", "pixels", 8, 100),
@@ -135,6 +137,13 @@ def main() -> None:
         if (args.only and not env_id.startswith(args.only)) or args.obs not in ("", obs_mode):
             continue
         name = env_id.split("/", 1)[1]
+        # warm-up, untimed: imports, robosuite's numba-compiled controller code, GL contexts
+        # (the first robosuite run paid ~3x for numba's compile before this)
+        robogen_side(env_id, obs_mode, 1, max_steps, 1)
+        if env_id.startswith("dm_control/"):
+            bare_dm_control(name, obs_mode, 1, max_steps)
+        else:
+            bare_robosuite(name, obs_mode, 1, max_steps or 400)
         one, eight, theirs = [], [], []
         for _ in range(args.repeats):
             t_1, n_1 = robogen_side(env_id, obs_mode, episodes, max_steps, 1)

@@ -26,6 +26,23 @@ app = typer.Typer(
 EXIT_INVALID = 2
 
 
+@app.callback()
+def _load_plugins(
+    plugin: Annotated[list[str] | None, typer.Option(
+        "--plugin", envvar="ROBOGEN_PLUGINS", metavar="MODULE",
+        help="Import MODULE first: a plug-in that registers an env family, axis or policy "
+             "scheme (repeatable; ROBOGEN_PLUGINS takes a space-separated list). Installed "
+             "'robogen.plugins' entry points load on their own. A run records its plug-ins; "
+             "every worker, and --resume, imports them.")] = None,
+) -> None:
+    """robogen: measure how well robot and RL policies generalize across factors of
+    variation."""
+    from robogen.plugins import import_plugins, load_entry_point_plugins
+
+    load_entry_point_plugins()
+    _guard(import_plugins, plugin or ())
+
+
 class _RegistryOption(typer.models.OptionInfo):
     """A ``typer.Option`` whose help is written from the registries when the command is
     built (each invocation), so an env family, axis or policy scheme registered by a plug-in

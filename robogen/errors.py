@@ -74,6 +74,19 @@ class DependencyMissingError(RobogenError, ImportError):
         super().__init__(MISSING_EXTRA.format(what=what, module=module, extra=extra))
 
 
+class PluginError(RobogenError, ImportError):
+    """A plug-in module (an env family, axis or policy scheme registered outside robogen)
+    that cannot be imported here, or a run whose plug-ins a worker cannot import.
+
+    Attributes:
+        module: The plug-in module's import path.
+    """
+
+    def __init__(self, module: str, message: str) -> None:
+        super().__init__(message)
+        self.module = module
+
+
 class InfrastructureError(RobogenError, RuntimeError):
     """A failure of the machinery around an episode, not of the policy.
 

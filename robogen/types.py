@@ -360,6 +360,9 @@ class EvalManifest(Record):
         policy_load: How the checkpoint was loaded (:class:`PolicyLoadInfo`). Not hashed.
         sequential: The stop rule of an ``--episodes auto`` run (:class:`SequentialRule`;
             ``n_episodes`` is then its cap); None for a fixed number of episodes.
+        plugins: Modules outside robogen that registered the env family, policy scheme or
+            axes this run uses (:mod:`robogen.plugins`); every worker imports them before
+            it builds an env, and a resume imports them. Not hashed.
     """
 
     schema_version: int
@@ -388,3 +391,4 @@ class EvalManifest(Record):
     reward_source: str = REWARD_SOURCE_ENV
     policy_load: PolicyLoadInfo = field(default_factory=PolicyLoadInfo)
     sequential: SequentialRule | None = None
+    plugins: tuple[str, ...] = ()

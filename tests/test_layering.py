@@ -8,7 +8,8 @@ tier  layer              modules
 0     foundation         ``errors``, ``types``, ``registry``, ``_atomic``, ``_cores``, ``_gl``,
                          ``_console`` and ``progress`` (terminal output helpers that import
                          nothing above),
-                         ``serialization`` (records <-> JSON data, Parquet schemas)
+                         ``serialization`` (records <-> JSON data, Parquet schemas),
+                         ``plugins`` (importing plug-in modules and entry points)
 1     envs               ``envs/``
 2     perturbations      ``perturbations/``
 3     policies           ``policies/``
@@ -45,7 +46,7 @@ PKG = Path(robogen.__file__).parent
 
 LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
     ("foundation", frozenset({"errors", "types", "registry", "_atomic", "_cores", "_gl", "_console",
-                              "progress", "serialization"})),
+                              "progress", "serialization", "plugins"})),
     ("envs", frozenset({"envs"})),
     ("perturbations", frozenset({"perturbations"})),
     ("policies", frozenset({"policies"})),

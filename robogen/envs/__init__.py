@@ -16,7 +16,8 @@ The prefix before the first ``/`` selects an *env family* in
 Every env :func:`make` returns:
     * has a :class:`~robogen.envs.base.MujocoScene` in its wrapper stack;
     * puts ``info["success"]`` (bool) in every ``step`` info;
-    * truncates at ``max_steps`` (Gymnasium ``TimeLimit``);
+    * truncates at ``max_steps`` (a Gymnasium ``TimeLimit``, or the env itself:
+      ``dm_control/``) and has ``spec.max_episode_steps``;
     * offers observation modes ``state`` (float32 vector), ``pixels``
       (``(H, W, 3) uint8``) and ``state+pixels`` (dict with both).
 """

@@ -249,8 +249,9 @@ def actuated_joints(model: mujoco.MjModel) -> tuple[str, ...]:
 
 
 def _flatten(observation: Any) -> np.ndarray:
-    """The suite's observation dict as one float64 vector, in the dict's order."""
-    return np.concatenate([np.ravel(v) for v in observation.values()], dtype=np.float64)
+    """The suite's observation dict as one float64 vector, in the dict's order (each value
+    flattened by ``axis=None``: half the time of a ``ravel`` per value)."""
+    return np.concatenate(tuple(observation.values()), axis=None, dtype=np.float64)
 
 
 class DMControlEnv(SuiteScene):
@@ -285,8 +286,9 @@ class DMControlEnv(SuiteScene):
         ``info["success"]`` False before.
 
     Episode End:
-        ``terminated`` if the task ends the episode (discount 0); truncation by the
-        ``TimeLimit`` that :func:`make_dm_control` puts around it.
+        ``terminated`` if the task ends the episode (discount 0); truncated at ``max_steps``
+        env steps by the env itself (no Gymnasium ``TimeLimit`` around it: ~1 us a step
+        of a redundant wrapper), or when the task ends it with a non-zero discount.
 
     Version History:
         * v0: initial adapter (dm_control 1.0.50, mujoco 3.17).
@@ -322,7 +324,7 @@ class DMControlEnv(SuiteScene):
         self.domain = DOMAINS[domain]
         self.obs_mode = obs_mode
         self.action_repeat = action_repeat
-        # the episode length is the TimeLimit's: no time limit inside the suite
+        # the episode length is max_steps (this env truncates): no time limit inside the suite
         self._env: Any = suite.load(domain, task, task_kwargs={"time_limit": float("inf")})
         self._physics: Any = self._env.physics
         self._task: Any = self._env.task
@@ -551,7 +553,8 @@ def make_dm_control(name: str, *, obs_mode: str = "state", max_steps: int | None
         action_repeat: Control steps per env step (int >= 1).
 
     Returns:
-        A :class:`DMControlEnv` in a ``TimeLimit``.
+        A :class:`DMControlEnv` (it truncates at ``max_steps`` itself; its ``spec`` has
+        ``max_episode_steps``).
 
     Raises:
         UnknownNameError: On an unknown name.
@@ -568,7 +571,7 @@ def make_dm_control(name: str, *, obs_mode: str = "state", max_steps: int | None
                          max_episode_steps=limit,
                          kwargs={"name": name, "max_steps": limit, "obs_mode": obs_mode,
                                  "action_repeat": action_repeat})
-    return gym.wrappers.TimeLimit(inner, limit)
+    return inner
 
 
 def family_ids() -> tuple[str, ...]:

@@ -47,7 +47,7 @@ from robogen.errors import (
     RobogenError,
     UnknownNameError,
 )
-from robogen.registry import Registry
+from robogen.registry import Registry, caller_module
 from robogen.types import RenderSettings
 
 SUITE_MISSING = (
@@ -156,13 +156,17 @@ ENV_FAMILIES: Registry[EnvFamily] = Registry("env family")
 def register_env_family(family: EnvFamily) -> EnvFamily:
     """Register ``family`` under its prefix; returns it.
 
+    The module calling this is recorded as the family's registering module
+    (``ENV_FAMILIES.module_of(prefix)``): a run on the family lists it, with
+    ``family.module``, among its plug-ins, which every worker imports first.
+
     Raises:
         ValueError: If the prefix is taken or contains a slash.
     """
     if not family.prefix or "/" in family.prefix:
         raise ValueError(f"an env family prefix is a non-empty name without '/', "
                          f"got {family.prefix!r}")
-    ENV_FAMILIES.register(family.prefix)(family)
+    ENV_FAMILIES.register(family.prefix, module=caller_module())(family)
     return family
 
 

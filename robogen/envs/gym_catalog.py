@@ -46,6 +46,7 @@ from dataclasses import dataclass
 
 from robogen.envs.base import PoseDof
 from robogen.errors import UnknownNameError
+from robogen.registry import caller_module
 
 Vec3 = tuple[float, float, float]
 
@@ -217,6 +218,8 @@ _BUILTIN: tuple[GymEnvRecord, ...] = (
 
 GYM_ENVS: dict[str, GymEnvRecord] = {}
 """Gymnasium id -> its record, in registration order (the order ``robogen list`` shows)."""
+_REGISTERED_BY: dict[str, str] = {}
+"""Gymnasium id -> the module that registered its record (a plug-in's, or this one)."""
 
 
 def register_gym_env(record: GymEnvRecord) -> GymEnvRecord:
@@ -228,7 +231,13 @@ def register_gym_env(record: GymEnvRecord) -> GymEnvRecord:
     if record.gym_id in GYM_ENVS:
         raise ValueError(f"Gymnasium env {record.gym_id!r} is already in the catalog")
     GYM_ENVS[record.gym_id] = record
+    _REGISTERED_BY[record.gym_id] = caller_module()
     return record
+
+
+def gym_env_module(gym_id: str) -> str:
+    """The module that called :func:`register_gym_env` for ``gym_id`` (``""``: unknown)."""
+    return _REGISTERED_BY.get(gym_id, "")
 
 
 def gym_env_record(gym_id: str) -> GymEnvRecord:

@@ -74,7 +74,7 @@ runs were stored, so those runs (fixed grids before severity sweeps existed, fix
 before ``--episodes auto``) keep their hash."""
 
 RECORD_ONLY_FIELDS: tuple[str, ...] = (
-    "versions", "spec_hash", "deterministic_actions", "reward_source", "policy_load",
+    "versions", "spec_hash", "deterministic_actions", "reward_source", "policy_load", "plugins",
 )
 """Manifest fields recorded for readers but left out of :func:`spec_hash`: facts this version
 of robogen fixes (or that describe the checkpoint, not the protocol), so a manifest
@@ -226,6 +226,36 @@ def differences(
 # ---- built -----------------------------------------------------------------------------------
 
 
+def plugin_modules(env_id: str, policy: str, axes: Sequence[str]) -> tuple[str, ...]:
+    """The plug-in modules a run of ``policy`` on ``env_id`` with ``axes`` needs.
+
+    For the env family (the module that registered it and the one implementing it; for a
+    ``gymnasium/`` id, the module that registered its catalog record), the policy's scheme and
+    each axis: the registering module when it is outside robogen
+    (:func:`robogen.plugins.is_plugin_module`), in that order, each once. ``__main__`` (a
+    script) is listed too, so that a Ray backend can refuse it with a clear message.
+
+    Raises:
+        UnknownNameError: If the env family, a scheme or an axis is not registered.
+    """
+    from robogen.envs import ENV_FAMILIES, family_of
+    from robogen.envs.gym_catalog import gym_env_module
+    from robogen.perturbations import AXES
+    from robogen.plugins import is_plugin_module
+    from robogen.policies import POLICY_SCHEMES
+    from robogen.policies.base import split_uri
+
+    family = family_of(env_id)
+    found = [ENV_FAMILIES.module_of(family.prefix), family.module]
+    if family.prefix == "gymnasium":
+        found.append(gym_env_module(env_id.split("/", 1)[1]))
+    scheme, _ = split_uri(policy)
+    if scheme in POLICY_SCHEMES:
+        found.append(POLICY_SCHEMES.module_of(scheme))
+    found.extend(AXES.module_of(a) for a in axes)
+    return tuple(m for m in dict.fromkeys(found) if is_plugin_module(m))
+
+
 def build_manifest(cfg: EvalConfig, env: Any, policy: Any) -> EvalManifest:
     """The manifest of ``cfg`` given the env and policy it will use (for spaces and render).
 
@@ -284,6 +314,7 @@ def build_manifest(cfg: EvalConfig, env: Any, policy: Any) -> EvalManifest:
         breaking_levels=tuple(sorted({HALF, cfg.breaking_level})) if cfg.is_sweep else (),
         policy_load=policy_load_info(policy),
         sequential=cfg.sequential_rule(),
+        plugins=plugin_modules(cfg.env, cfg.policy, axes),
     ))
 
 
@@ -348,7 +379,7 @@ def conditions_manifest(
         combined=False, n_episodes=n_episodes, seed=seed, max_steps=max_steps,
         batch_size=min(batch_size, n_episodes), success_threshold=None,
         conditions=tuple(conditions), render=render, versions=package_versions(),
-        policy_obs_mode=obs_mode,
+        policy_obs_mode=obs_mode, plugins=plugin_modules(env_id, policy, axes),
     ))
 
 
@@ -389,6 +420,7 @@ def demo_manifest(
         splits=(split,), combined=False, n_episodes=0, seed=seed, max_steps=max_steps,
         batch_size=batch_size, success_threshold=None, conditions=tuple(conditions),
         render=RenderSettings(width=image_size, height=image_size, camera=camera),
+        plugins=plugin_modules(env_id, policy, _axes_and_severities(conditions)[0]),
     )
 
 

@@ -92,10 +92,17 @@ TOO_MANY = (
     "running {fit}"
 )
 SETUP_FAILED = (
-    "a Ray worker failed to set up on node {node}: {error}; the driver loaded the policy, the "
-    "worker could not: make the policy's module importable there (robogen forwards the "
-    "driver's PYTHONPATH and working directory to workers on this machine; on other "
-    "machines install it or put it on their PYTHONPATH)"
+    "a Ray worker failed to set up on node {node}: {error}; the driver built the env and "
+    "loaded the policy, the worker could not: make every module the run needs (the policy's, "
+    "the env's, their dependencies) importable there (robogen forwards the driver's "
+    "PYTHONPATH and working directory to workers on this machine; on other machines install "
+    "them or put them on their PYTHONPATH)"
+)
+PLUGIN_ON_WORKER = (
+    "a Ray worker on node {node} cannot import the plug-in module {module!r} that the run "
+    "uses ({error}); the driver has it, the worker does not: install it on every node or put "
+    "its directory on PYTHONPATH (robogen forwards the driver's PYTHONPATH and working "
+    "directory to workers on this machine, not a sys.path edit made in Python)"
 )
 NO_WORKER = (
     "no Ray worker could be started within {timeout:g} s ({n} unit(s) left to run); the "
@@ -144,6 +151,7 @@ class _WorkerActor:
         self._workers: OrderedDict[tuple[str, int], Any] = OrderedDict()
         self._worker: Any = None
         self._error: str | None = None
+        self._plugin: str | None = None
         try:
             import robogen._gl  # noqa: F401
             from robogen._console import route_mujoco_warnings
@@ -172,8 +180,13 @@ class _WorkerActor:
     def load(self, manifest: dict[str, Any], worker_index: int) -> dict[str, Any]:
         """Run ``manifest``'s units from now on (its worker made unless this process has it);
         answers like :meth:`ping`."""
+        from robogen.errors import PluginError
+
+        self._plugin = None
         try:
             self._worker, self._error = self._worker_of(manifest, worker_index), None
+        except PluginError as e:  # the plug-in's own error, named as such by the driver
+            self._error, self._plugin = str(e.__cause__ or e), e.module
         except Exception as e:  # noqa: BLE001 - reported to the driver as a set-up error
             self._error = _describe(e)
         return self.ping()
@@ -182,7 +195,7 @@ class _WorkerActor:
         import ray
 
         return {"node": ray.get_runtime_context().get_node_id(), "pid": os.getpid(),
-                "error": self._error}
+                "error": self._error, "plugin": self._plugin}
 
     def run_unit(self, unit: dict[str, Any]) -> list[dict[str, Any]]:
         results = self._worker.run_unit(WorkUnit.from_dict(unit))
@@ -448,6 +461,10 @@ class RayBackend(_Emitter):
         """
         if self._actor_cls is not None:
             return
+        from robogen.plugins import SCRIPT, SCRIPT_PLUGIN
+
+        if SCRIPT in self.manifest.plugins:
+            raise WorkerSetupError(SCRIPT_PLUGIN)
         ray = _ray()
         self._started_here = not ray.is_initialized()
         opts = self.options
@@ -509,8 +526,11 @@ class RayBackend(_Emitter):
         actor.node, actor.pid = str(info["node"]), int(info["pid"])
         if info["error"]:
             self._kill(actor)
-            raise WorkerSetupError(SETUP_FAILED.format(node=actor.node[:12] or "?",
-                                                       error=info["error"]))
+            node = actor.node[:12] or "?"
+            if info.get("plugin"):
+                raise WorkerSetupError(PLUGIN_ON_WORKER.format(
+                    node=node, module=info["plugin"], error=info["error"]))
+            raise WorkerSetupError(SETUP_FAILED.format(node=node, error=info["error"]))
         self.idle.append(actor)
 
     def _drop_late_starters(self, force: bool = False) -> None:

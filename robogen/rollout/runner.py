@@ -22,6 +22,7 @@ import numpy as np
 
 from robogen.configs import EvalConfig
 from robogen.errors import InvalidSpecError
+from robogen.plugins import import_plugins
 from robogen.rollout.backend import Backend, BackendOptions
 from robogen.rollout.backends import make_backend
 from robogen.rollout.manifest import build_manifest, require_schema, with_hash
@@ -370,11 +371,13 @@ def resume_run(
         InvalidSpecError: If ``options.backend`` is not ``ray`` or ``serial``.
         TypeError: If the run is sequential and ``make_planner`` is None.
         WorkerSetupError: If the workers cannot start.
+        PluginError: If a plug-in module the run's manifest lists cannot be imported.
     """
     options = options or ResumeOptions()
     store = ResultStore.open(run_dir)
-    store.remove_stale_temporaries()
     require_schema(store.manifest, run_dir)
+    import_plugins(store.manifest.plugins, why=f" that the run in {str(run_dir)!r} was made with")
+    store.remove_stale_temporaries()
     saved = saved_config(store.run_dir)
     unit_timeout = options.unit_timeout
     if unit_timeout is None:

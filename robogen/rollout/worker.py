@@ -157,12 +157,20 @@ class EpisodeWorker:
             1 in a Ray worker, which has one core).
 
     Raises:
+        PluginError: If a plug-in module the manifest lists cannot be imported here (before
+            anything else: the env family, scheme and axes it registers are needed).
         RobogenError: If the envs cannot be created or the policy cannot be loaded for
             any reason other than its infrastructure (a set-up error).
     """
 
     def __init__(self, manifest: EvalManifest, device: str = "cpu",
                  worker_index: int = 0, render_lanes: int = 1) -> None:
+        from robogen.perturbations import AXES
+        from robogen.plugins import import_plugins
+
+        import_plugins(manifest.plugins, why=" that the run uses")
+        for axis in dict.fromkeys(a for c in manifest.conditions for a in c.axes):
+            AXES.get(axis)  # an axis this process lacks is a set-up error, not a unit's
         self.manifest = manifest
         self.worker_index = worker_index
         self.render_lanes = max(1, int(render_lanes))
