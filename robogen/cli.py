@@ -1,6 +1,9 @@
 """Command-line interface (typer): thin; parses, calls the library, prints.
 
-Exit codes: 0 success, 1 a failed check, 2 invalid input or setup error.
+Exit codes: 0 success; 1 a failed check (``robogen check``); 2 invalid input or a set-up error
+(nothing written); 3 ``robogen eval`` finished but a condition has too many invalid episodes
+(the simulator or the machinery failed, e.g. a policy server down: its numbers are not
+measurements); 130 interrupted (resume with ``robogen eval --resume RUN_DIR``).
 """
 
 from __future__ import annotations
@@ -17,13 +20,27 @@ from robogen._console import exit_invalid as _fail
 from robogen._console import guarded as _guard
 from robogen.progress import ProgressBars
 
+EXIT_CODES = (
+    "Exit codes: 0 done; 1 robogen check found a regression; 2 invalid input or a set-up error "
+    "(nothing written); 3 robogen eval finished, but a condition has too many invalid episodes "
+    "(simulator or infrastructure failures, e.g. a policy server down: not a measurement); "
+    "130 interrupted (robogen eval --resume RUN_DIR finishes it)."
+)
+
 app = typer.Typer(
     add_completion=False,
     no_args_is_help=True,
-    help="robogen: measure how well robot and RL policies generalize across factors of variation.",
+    help="robogen: measure how well robot and RL policies generalize across factors of "
+         f"variation.\n\n{EXIT_CODES}",
 )
 
 EXIT_INVALID = 2
+EXIT_INVALID_EPISODES = 3
+INVALID_RUN = (
+    "{run}: {n} condition(s) have too many invalid episodes ({names}): the simulator or the "
+    "machinery failed (see the causes in report.md), so their numbers are not measurements; "
+    "once the cause is fixed, rerun those units with: robogen eval --resume {run}"
+)
 
 
 @app.callback()
@@ -115,6 +132,21 @@ def _floats(value: str | None, name: str) -> list[float] | None:
     return out
 
 
+def _json_object(value: str | None, name: str) -> dict[str, Any] | None:
+    """A JSON object option (``--env-kwargs``); exit 2 naming the value otherwise."""
+    if value is None:
+        return None
+    import json
+
+    try:
+        parsed = json.loads(value)
+    except ValueError as e:
+        _fail(f"{name} must be a JSON object, e.g. '{{\"task_index\": 3}}', got {value!r} ({e})")
+    if not isinstance(parsed, dict):
+        _fail(f"{name} must be a JSON object, e.g. '{{\"task_index\": 3}}', got {value!r}")
+    return parsed
+
+
 def _episodes(value: str | None) -> int | str | None:
     """``--episodes``: a positive integer or ``auto``."""
     if value is None:
@@ -126,6 +158,27 @@ def _episodes(value: str | None) -> int | str | None:
         return int(v)
     except ValueError:
         _fail(f"--episodes must be a positive integer or 'auto', got {value!r}")
+
+
+def _exit_if_invalid(run_dirs: Sequence[Path]) -> None:
+    """Exit :data:`EXIT_INVALID_EPISODES` if a run's report has a condition with too many
+    invalid episodes (``Report.invalid_conditions``), naming them on stderr."""
+    from robogen.reports.writers import load_report
+
+    lines = []
+    for run_dir in run_dirs:
+        path = Path(run_dir) / "report.json"
+        if not path.is_file():
+            continue
+        bad = load_report(path).invalid_conditions()
+        if bad:
+            lines.append(INVALID_RUN.format(run=run_dir, n=len(bad), names=", ".join(bad)))
+    if lines:
+        from robogen._console import print_error
+
+        for line in lines:
+            print_error(line)
+        raise typer.Exit(EXIT_INVALID_EPISODES)
 
 
 def _print_outcome(outcome: Any) -> None:
@@ -202,6 +255,10 @@ def eval_cmd(
         int | None, typer.Option(help="Envs per worker stepped together.")
     ] = None,
     obs_mode: Annotated[str | None, typer.Option(help="state | pixels | state+pixels")] = None,
+    env_kwargs: Annotated[str | None, typer.Option(
+        help="The env's constructor arguments as a JSON object, e.g. '{\"task_index\": 3}' "
+             "(Meta-World's MT1 task) or '{\"action_repeat\": 2}' (dm_control); recorded "
+             "in the manifest.")] = None,
     camera: Annotated[str | None, typer.Option(help="Observation camera.")] = None,
     backend: Annotated[str | None, typer.Option(help="ray | serial")] = None,
     workers: Annotated[int | None, typer.Option(help="Ray workers (default: CPUs).")] = None,
@@ -218,7 +275,12 @@ def eval_cmd(
     ] = None,
     resume: Annotated[Path | None, typer.Option(help="Finish the killed run in RUN_DIR.")] = None,
 ) -> None:
-    """Evaluate a policy across perturbation axes and write a report."""
+    """Evaluate a policy across perturbation axes and write a report.
+
+    Exit codes: 0 done; 2 invalid input or a set-up error (nothing written); 3 finished, but a
+    condition has too many invalid episodes (the simulator or the machinery failed: not a
+    measurement; --resume reruns them); 130 interrupted.
+    """
     from robogen.reports import evaluation
 
     if resume is not None:
@@ -231,6 +293,7 @@ def eval_cmd(
             "--gap-threshold": gap_threshold,
             "--max-steps": max_steps, "--batch-size": batch_size, "--obs-mode": obs_mode,
             "--camera": camera, "--out": out, "--success-threshold": success_threshold,
+            "--env-kwargs": env_kwargs,
             "--num-gpus-per-worker": num_gpus_per_worker,
         }
         clash = [k for k, v in given.items() if v is not None]
@@ -253,6 +316,7 @@ def eval_cmd(
                 unit_timeout=unit_timeout,
             )
         _print_outcome(outcome)
+        _exit_if_invalid([outcome.run_dir])
         return
     from robogen.configs import load_eval_config
 
@@ -283,6 +347,7 @@ def eval_cmd(
         max_steps=max_steps,
         batch_size=batch_size,
         obs_mode=obs_mode,
+        env_kwargs=_json_object(env_kwargs, "--env-kwargs"),
         camera=camera,
         backend=backend,
         workers=workers,
@@ -309,6 +374,7 @@ def eval_cmd(
         sys.stderr.write(f"\ninterrupted; finish it with: robogen eval --resume {where}\n")
         raise typer.Exit(130) from None
     _print_outcome(outcome)
+    _exit_if_invalid([outcome.run_dir])
 
 
 @app.command("compare")
@@ -369,6 +435,7 @@ def _eval_several(cfg: Any, policies: list[str]) -> None:
         Console().print(f"[bold green]done:[/] {o.n_episodes} episodes in {o.run_dir}",
                         highlight=False)
     _print_comparison(outcome.files, outcome.runs)
+    _exit_if_invalid([o.run_dir for o in outcome.runs])
 
 
 @app.command("report")

@@ -96,3 +96,10 @@ class InfrastructureError(RobogenError, RuntimeError):
     (an invalid episode, excluded from success rates), never ``policy_error``.
     """
 
+
+class InfrastructureTimeoutError(InfrastructureError, TimeoutError):
+    """The work unit's wall-clock budget ran out while waiting on the machinery around an
+    episode (a policy server's reply, its retries and back-off).
+
+    The rollout worker records the episodes it ends with cause ``infra_timeout``.
+    """

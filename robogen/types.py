@@ -265,6 +265,27 @@ the env's own ``step`` rewards, unscaled (SB3 ``VecNormalize`` statistics normal
 policy's observations only, never the recorded reward)."""
 
 @dataclass(frozen=True, slots=True)
+class ServerInfo(Record):
+    """What a policy server (``remote:``) said of itself when it was probed.
+
+    Attributes:
+        endpoint: ``ws://HOST:PORT``.
+        action_horizon: Actions per reply (the chunk's first dimension) [steps].
+        action_dim: Action components per step the server sends (before ``action_slice``).
+        reply_keys: Keys of the server's reply to an observation (``actions``, timings).
+        metadata: The metadata frame it sent on connect (openpi: the policy's metadata;
+            ``robogen serve``: ``{"robogen": {...}}``), made JSON-safe (bytes as text,
+            arrays as their shape and dtype).
+    """
+
+    endpoint: str
+    action_horizon: int
+    action_dim: int
+    reply_keys: tuple[str, ...] = ()
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
 class PolicyLoadInfo(Record):
     """How a policy checkpoint was loaded; recorded in the manifest (not hashed).
 
@@ -277,11 +298,14 @@ class PolicyLoadInfo(Record):
             ``system_info.txt``), e.g. ``{"Python": "3.10.12", "Stable-Baselines3": "2.3.2",
             "PyTorch": "2.3.1"}``; empty when the checkpoint does not say.
         current_versions: The same packages in this process.
+        servers: For a ``remote:`` policy, what each endpoint said when probed (action
+            horizon, reply keys, its metadata frame).
     """
 
     replaced: tuple[str, ...] = ()
     saved_versions: dict[str, str] = field(default_factory=dict)
     current_versions: dict[str, str] = field(default_factory=dict)
+    servers: tuple[ServerInfo, ...] = ()
 
 
 SEQUENTIAL_METHOD = "betting-hedged-capital"

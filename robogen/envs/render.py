@@ -52,7 +52,7 @@ import robogen._gl  # noqa: F401  (choose MUJOCO_GL before mujoco is imported)
 import mujoco
 import numpy as np
 
-from robogen.errors import InfrastructureError, RenderError
+from robogen.errors import InfrastructureTimeoutError, RenderError
 
 T = TypeVar("T")
 _log = logging.getLogger(__name__)
@@ -66,7 +66,7 @@ FRAME_TIMED_OUT = (
 )
 
 
-class RenderTimeoutError(InfrastructureError, TimeoutError):
+class RenderTimeoutError(InfrastructureTimeoutError):
     """The render thread did not deliver a frame within :data:`FRAME_TIMEOUT_S`.
 
     An infrastructure failure: the rollout worker records the episode as

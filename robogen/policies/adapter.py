@@ -11,7 +11,10 @@ Options (all optional; values are URL-encoded):
 option             default               meaning
 =================  ====================  ================================================
 ``state_key``      ``observation/state`` request key of the state vector; empty: not sent
-``image_key``      ``observation/image`` request key of the camera image; empty: not sent
+``image_key``      ``observation/image`` request key of the camera image; empty: not sent;
+                                         several keys, comma-separated: one per camera
+``cameras``        (none)                with several image keys: the camera of each key
+                                         after the first (which gets the observation)
 ``image_size``     (env's size)          ``HxW`` or ``N``: resize with padding [px]
 ``prompt``         (none)                text sent under ``prompt`` with every request
 ``action_key``     ``actions``           reply key of the ``(horizon, dim)`` action chunk
@@ -21,6 +24,11 @@ option             default               meaning
 ``retries``        ``3``                 retries of a failed request before giving up
 ``backoff_s``      ``0.5``               first back-off between retries [s], doubled each time
 =================  ====================  ================================================
+
+Several cameras: ``image_key=observation/image,observation/wrist_image&cameras=robot0_eye_in_hand``
+sends the env's pixel observation (its observation camera, which the ``camera`` axis moves)
+under the first key and a frame of each named camera of the same scene, at the same size,
+under the others (openpi's LIBERO policies take an agent view and a wrist view).
 
 An API key is never part of the URI (it would land in the manifest): it is read from the
 environment variable ``ROBOGEN_API_KEY`` and sent as ``Authorization: Api-Key <key>``.
@@ -47,6 +55,9 @@ class AdapterSpec:
     Attributes:
         state_key: Request key of the ``(obs_dim,) float32`` state; ``""``: not sent.
         image_key: Request key of the ``(H, W, 3) uint8`` camera image; ``""``: not sent.
+            Comma-separated keys send several cameras (:attr:`image_keys`).
+        cameras: Camera of each image key after the first, in order (the first key gets
+            the env's pixel observation); empty with one key.
         image_size: ``(height, width)`` [px] the image is resized to (aspect kept, zero
             padding, as openpi's ``resize_with_pad``); None: sent at the env's size.
         prompt: Language instruction sent as ``prompt``; ``""``: not sent.
@@ -61,6 +72,7 @@ class AdapterSpec:
     state_key: str = "observation/state"
     image_key: str = "observation/image"
     image_size: tuple[int, int] | None = None
+    cameras: tuple[str, ...] = ()
     prompt: str = ""
     action_key: str = "actions"
     action_slice: tuple[int, int] | None = None
@@ -68,6 +80,21 @@ class AdapterSpec:
     timeout_s: float = 30.0
     retries: int = 3
     backoff_s: float = 0.5
+
+
+    def __post_init__(self) -> None:
+        extra = len(self.image_keys) - 1
+        if len(self.cameras) != max(extra, 0):
+            raise InvalidSpecError(BAD_OPTION.format(
+                name="cameras", value=",".join(self.cameras),
+                expected=f"one camera per image key after the first ({max(extra, 0)} for "
+                         f"image_key={self.image_key!r}: the first key gets the env's pixel "
+                         "observation)"))
+
+    @property
+    def image_keys(self) -> tuple[str, ...]:
+        """The request keys of the images, first the observation's (empty: none sent)."""
+        return tuple(k.strip() for k in self.image_key.split(",") if k.strip())
 
 
 OPTIONS = tuple(f.name for f in fields(AdapterSpec))
@@ -161,6 +188,8 @@ def parse_remote_uri(rest: str) -> tuple[tuple[str, ...], AdapterSpec]:
             kw[name] = _size(value)
         elif name == "action_slice":
             kw[name] = _slice(value)
+        elif name == "cameras":
+            kw[name] = tuple(c.strip() for c in value.split(",") if c.strip())
         elif name == "replan_steps":
             kw[name] = _int(name, value, 1)
         elif name == "retries":
@@ -170,3 +199,10 @@ def parse_remote_uri(rest: str) -> tuple[tuple[str, ...], AdapterSpec]:
         else:
             kw[name] = value
     return endpoints, AdapterSpec(**kw)  # type: ignore[arg-type]
+
+
+def given_options(rest: str) -> frozenset[str]:
+    """The option names a ``remote:`` URI's query sets (``replan_steps`` left at its default
+    is not one of them). ``rest`` is as for :func:`parse_remote_uri`, which validates it."""
+    query = rest.partition("?")[2]
+    return frozenset(name for name, _ in parse_qsl(query, keep_blank_values=True))

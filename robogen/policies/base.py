@@ -126,6 +126,22 @@ class PrivilegedPolicy(Policy, Protocol):
         ...
 
 
+@runtime_checkable
+class SceneViewing(Policy, Protocol):
+    """A policy that also renders cameras of each env slot's scene besides the observation
+    (a ``remote:`` server that takes a wrist view). Unlike a :class:`PrivilegedPolicy` it
+    reads no simulator state: it observes what the run's observation mode gives, so visual
+    axes count as observed."""
+
+    def view_scenes(self, scenes: Sequence[MujocoScene]) -> None:
+        """Bind env slot k to ``scenes[k]`` (its extra cameras are rendered from there).
+
+        Raises:
+            SceneError: If a scene lacks a camera the policy renders.
+        """
+        ...
+
+
 NOT_ATTACHED = (
     "expert {name!r} got a batch of {batch} observations but is attached to {n} scenes; "
     "call policy.attach(scenes) with one MujocoScene per env slot before act()"
@@ -191,6 +207,9 @@ class LoadContext:
         worker_index: Index of the rollout worker loading the policy (0, 1, ... in the
             order the backend started its workers; a replacement takes the index of the
             worker it replaces); ``remote:`` policies spread workers over endpoints by it.
+        deadline: ``time.monotonic()`` value by which loading must be over (a worker that
+            loads the policy inside a work unit passes the unit's deadline; ``remote:``
+            bounds its probe's connects, retries and back-off by it); None: no bound.
     """
 
     env_id: str
@@ -201,6 +220,17 @@ class LoadContext:
     device: str = "cpu"
     env_kwargs: Mapping[str, Any] = field(default_factory=dict)
     worker_index: int = 0
+    deadline: float | None = None
+
+
+@runtime_checkable
+class UnitAware(Protocol):
+    """A policy told when each work unit starts and by when it must end (``remote:``)."""
+
+    def begin_unit(self, deadline: float | None) -> None:
+        """A work unit starts now; it must be over by ``deadline`` (a ``time.monotonic()``
+        value; None: no bound). Called by the rollout worker before the unit's resets."""
+        ...
 
 
 @runtime_checkable

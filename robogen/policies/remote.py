@@ -30,6 +30,14 @@ Faults:
     retried ``retries`` times with back-off (``backoff_s``, doubled each time, reconnecting
     each time); then :class:`~robogen.errors.InfrastructureError` is raised, which the rollout
     worker records as cause ``infra_error`` (an invalid episode, never a policy failure).
+    The endpoints that failed such a chain are then **down** for the rest of the work unit:
+    every later request of any slot skips them, and with all endpoints down it fails at once
+    (``infra_error`` in microseconds, not a retry chain per slot); in the next unit a down
+    endpoint gets one try, no retries, and is up again if it answers.
+    The unit's wall-clock budget bounds everything: the rollout worker tells the policy its
+    deadline (:meth:`RemotePolicy.begin_unit`), every connect and reply wait is cut to the
+    time left, a back-off that would pass it is not slept, and a request still waiting at the
+    deadline raises :class:`~robogen.errors.InfrastructureTimeoutError` (``infra_timeout``).
 
 Pairing:
     A deterministic server gives paired episodes. Servers whose policy samples (openpi
@@ -43,6 +51,7 @@ import functools
 import math
 import os
 import time
+import warnings
 from collections import deque
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -50,16 +59,37 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from robogen.errors import InfrastructureError, InvalidSpecError, SpaceMismatchError
-from robogen.policies.adapter import AdapterSpec, parse_remote_uri
+from robogen.errors import (
+    InfrastructureError,
+    InfrastructureTimeoutError,
+    InvalidSpecError,
+    SpaceMismatchError,
+)
+from robogen.policies.adapter import AdapterSpec, given_options, parse_remote_uri
 from robogen.policies.base import LoadContext, PolicyCapabilities, register_policy_scheme
 from robogen.policies.wire import WireError, packb, unpackb
+from robogen.types import PolicyLoadInfo, ServerInfo
 
 API_KEY_ENV = "ROBOGEN_API_KEY"
 RESET_KEY = "__robogen__"
 UNREACHABLE = (
     "policy server {endpoint} failed {attempts} time(s) (last: {why}); check that it runs "
     "(robogen serve ... --port P, or curl http://HOST:PORT/healthz) and the address"
+)
+ENDPOINTS_DOWN = (
+    "policy server {endpoint} is down for the rest of this work unit (it failed a request's "
+    "retries: {why}); the episode is recorded as infra_error without waiting, and the server "
+    "is tried once more in the next unit"
+)
+BUDGET_SPENT = (
+    "the work unit's wall-clock budget ran out waiting for policy server {endpoint} "
+    "(last: {why}); raise --unit-timeout, or lower timeout_s/retries in the remote: URI"
+)
+LONGER_CHUNKS = (
+    "policy server {endpoint} returns chunks of {horizon} actions, but robogen executes "
+    "{replan} of each before asking again (replan_steps={replan}, the default: closed loop, "
+    "one request per step); if the policy was trained to execute more of each chunk, set "
+    "replan_steps=N in the remote: URI (openpi's LIBERO examples execute 5)"
 )
 PROBE_MISMATCH = (
     "policy server {endpoint} answered the probe observation with {what}; expected {expected}. "
@@ -73,6 +103,35 @@ PROBE_ERROR = (
 
 class ServerError(RuntimeError):
     """The server answered with an error (a text frame holding its traceback)."""
+
+
+class RemotePolicyWarning(UserWarning):
+    """A policy server's replies do not look like what the adapter spec assumes."""
+
+
+def _jsonable(value: Any, depth: int = 0) -> Any:
+    """``value`` (a decoded msgpack frame) made JSON-safe for the manifest: maps with text
+    keys, lists, text cut at 500 characters, arrays as their shape and dtype, non-finite
+    floats as None, anything else as its ``repr``."""
+    if depth > 6:
+        return "..."
+    if isinstance(value, dict):
+        return {(k.decode("utf-8", "replace") if isinstance(k, bytes) else str(k)):
+                _jsonable(v, depth + 1) for k, v in list(value.items())[:100]}
+    if isinstance(value, list | tuple):
+        return [_jsonable(v, depth + 1) for v in value[:100]]
+    if isinstance(value, np.ndarray):
+        return {"ndarray_shape": list(value.shape), "dtype": str(value.dtype)}
+    if isinstance(value, np.generic):
+        value = value.item()
+    if isinstance(value, bytes):
+        value = value.decode("utf-8", "replace")
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, bool | int) or value is None:
+        return value
+    text = value if isinstance(value, str) else repr(value)
+    return text if len(text) <= 500 else text[:497] + "..."
 
 
 def _tail(text: str, n: int = 300) -> str:
@@ -101,15 +160,18 @@ class _Link:
         self._ws: Any = None
         self.metadata: Any = None
 
-    def open(self) -> None:
+    def open(self, timeout: float | None = None) -> None:
+        """Connect and read the metadata frame, within ``timeout`` [s] each (default
+        ``timeout_s``)."""
         from websockets.sync.client import connect
 
+        wait = self._spec.timeout_s if timeout is None else timeout
         headers = {"Authorization": f"Api-Key {self._api_key}"} if self._api_key else None
         ws = connect(self.endpoint, compression=None, max_size=None,
-                     open_timeout=self._spec.timeout_s, close_timeout=1.0,
+                     open_timeout=wait, close_timeout=1.0,
                      additional_headers=headers, **_connect_kwargs())
         try:
-            self.metadata = self._decode(ws.recv(timeout=self._spec.timeout_s))
+            self.metadata = self._decode(ws.recv(timeout=wait))
         except BaseException:
             ws.close()
             raise
@@ -121,12 +183,14 @@ class _Link:
             raise ServerError(frame)
         return unpackb(frame)
 
-    def request(self, message: dict[str, Any]) -> Any:
-        """Send ``message`` and return the decoded reply (one try, opening if needed)."""
+    def request(self, message: dict[str, Any], timeout: float | None = None) -> Any:
+        """Send ``message`` and return the decoded reply (one try, opening if needed), waiting
+        at most ``timeout`` [s] (default ``timeout_s``)."""
+        wait = self._spec.timeout_s if timeout is None else timeout
         if self._ws is None:
-            self.open()
+            self.open(wait)
         self._ws.send(packb(message))
-        return self._decode(self._ws.recv(timeout=self._spec.timeout_s))
+        return self._decode(self._ws.recv(timeout=wait))
 
     @property
     def is_open(self) -> bool:
@@ -188,9 +252,12 @@ class RemotePolicy:
     capabilities: ClassVar[PolicyCapabilities] = PolicyCapabilities(slots=True, seeds=True)
 
     def __init__(self, endpoints: Sequence[str], spec: AdapterSpec, ctx: LoadContext,
-                 api_key: str | None = None) -> None:
+                 api_key: str | None = None, *, replan_given: bool = True) -> None:
         self.endpoints = tuple(endpoints)
         self.spec = spec
+        self.load_info = PolicyLoadInfo()
+        """What each endpoint said when probed (:meth:`probe`), recorded in the manifest."""
+        self._replan_given = replan_given
         self.observation_space = ctx.observation_space
         self.action_space = ctx.action_space
         self.obs_mode = ctx.obs_mode
@@ -203,10 +270,47 @@ class RemotePolicy:
         self._seeds: dict[int, int] = {}
         self.server_latency_ms: dict[int, list[float]] = {}
         self._pool: ThreadPoolExecutor | None = None
+        self._scenes: list[Any] = []
+        self._deadline: float | None = None
+        self._down: dict[int, str] = {}
+        """Endpoint index -> why it is down for the rest of this unit."""
+        self._one_try: set[int] = set()
+        """Down endpoints that get one try in this unit (they were down in the last)."""
 
     # -- messages --------------------------------------------------------------------
-    def observation_message(self, obs: Any) -> dict[str, Any]:
-        """The request map of one observation (``(obs_dim,)``, ``(H, W, 3)`` or a dict)."""
+    def view_scenes(self, scenes: Sequence[Any]) -> None:
+        """Bind env slot k to ``scenes[k]``, whose :attr:`AdapterSpec.cameras` are rendered
+        for the image keys after the first (see :class:`~robogen.policies.base.SceneViewing`).
+
+        Raises:
+            SceneError: If a scene has no such camera (lists its cameras).
+        """
+        from robogen.errors import SceneError
+
+        for scene in dict.fromkeys(scenes):
+            model = scene.model
+            names = [model.camera(i).name for i in range(model.ncam)]
+            missing = [c for c in self.spec.cameras if c not in names]
+            if missing:
+                raise SceneError(
+                    f"remote policy option cameras={','.join(self.spec.cameras)!r}: the scene "
+                    f"has no camera {missing[0]!r}; its cameras: {[n for n in names if n]}")
+        self._scenes = list(scenes)
+
+    def _extra_images(self, slot: int, image: Any) -> list[np.ndarray]:
+        """Frames of :attr:`AdapterSpec.cameras` from ``slot``'s scene, at ``image``'s size
+        (copies of ``image`` when no scene is bound: the probe's random observation)."""
+        if not self.spec.cameras:
+            return []
+        h, w = np.shape(image)[:2]
+        if not self._scenes:
+            return [np.asarray(image, np.uint8)] * len(self.spec.cameras)
+        scene = self._scenes[slot]
+        return [np.asarray(scene.render_frame(c, w, h), np.uint8) for c in self.spec.cameras]
+
+    def observation_message(self, obs: Any, extra: Sequence[np.ndarray] = ()) -> dict[str, Any]:
+        """The request map of one observation (``(obs_dim,)``, ``(H, W, 3)`` or a dict), with
+        ``extra`` images (``(H, W, 3) uint8``, one per key after the first)."""
         s = self.spec
         state = obs.get("state") if isinstance(obs, dict) else (
             obs if self.obs_mode == "state" else None)
@@ -215,11 +319,12 @@ class RemotePolicy:
         msg: dict[str, Any] = {}
         if state is not None and s.state_key:
             msg[s.state_key] = np.asarray(state, dtype=np.float32)
-        if image is not None and s.image_key:
-            img = np.asarray(image, dtype=np.uint8)
-            if s.image_size is not None:
-                img = _resize_with_pad(img, *s.image_size)
-            msg[s.image_key] = img
+        if image is not None and s.image_keys:
+            for key, frame in zip(s.image_keys, (image, *extra), strict=False):
+                img = np.asarray(frame, dtype=np.uint8)
+                if s.image_size is not None:
+                    img = _resize_with_pad(img, *s.image_size)
+                msg[key] = img
         if s.prompt:
             msg["prompt"] = s.prompt
         return msg
@@ -261,6 +366,16 @@ class RemotePolicy:
         return chunk.astype(np.float32)
 
     # -- requests with retries ---------------------------------------------------------
+    def begin_unit(self, deadline: float | None) -> None:
+        """A work unit starts: requests end by ``deadline`` (``time.monotonic()``; None: no
+        bound), and each endpoint that was down gets one try (see the module docstring)."""
+        self._deadline = deadline
+        self._one_try = set(self._down)
+
+    def _left(self) -> float:
+        """Seconds until the unit's deadline (inf without one)."""
+        return math.inf if self._deadline is None else self._deadline - time.monotonic()
+
     def _link(self, slot: int) -> _Link:
         """The connection of ``slot`` to its current endpoint (see :meth:`_fail_over`)."""
         link = self._links.get(slot)
@@ -268,6 +383,22 @@ class RemotePolicy:
             index = self._route.setdefault(slot, (self._base + slot) % len(self.endpoints))
             link = self._links[slot] = _Link(self.endpoints[index], self.spec, self._api_key)
         return link
+
+    def _usable(self, slot: int) -> int | None:
+        """The endpoint ``slot`` sends to now: its route, or the next endpoint that is not
+        down (the slot moves there); None if every endpoint is down."""
+        n = len(self.endpoints)
+        start = self._route.setdefault(slot, (self._base + slot) % n)
+        for j in range(n):
+            index = (start + j) % n
+            if index not in self._down or index in self._one_try:
+                if index != start:
+                    link = self._links.pop(slot, None)
+                    if link is not None:
+                        link.close()
+                    self._route[slot] = index
+                return index
+        return None
 
     def endpoint_of(self, slot: int) -> str:
         """The endpoint the requests of env slot ``slot`` go to now (see the module doc)."""
@@ -282,26 +413,62 @@ class RemotePolicy:
         self._route[slot] = (self._route.get(slot, self._base + slot) + 1) % len(self.endpoints)
 
     def _call(self, slot: int, message: dict[str, Any], replay_reset: bool = True) -> Any:
+        """One request of ``slot`` with retries, bounded by the unit's deadline.
+
+        Raises:
+            InfrastructureError: Every endpoint is down, or the retries failed (the
+                endpoints that failed are then down for the rest of the unit).
+            InfrastructureTimeoutError: The unit's deadline passed first.
+        """
         s = self.spec
-        why = ""
+        why = "no request made"
+        failed: list[int] = []
         for attempt in range(s.retries + 1):
+            index = self._usable(slot)
+            if index is None:
+                downs = sorted(self._down)
+                raise InfrastructureError(ENDPOINTS_DOWN.format(
+                    endpoint=", ".join(self.endpoints[i] for i in downs),
+                    why=self._down[downs[-1]]))
+            left = self._left()
+            if left <= 0:
+                raise InfrastructureTimeoutError(BUDGET_SPENT.format(
+                    endpoint=self.endpoints[index], why=why))
+            wait = min(s.timeout_s, left)
             link = self._link(slot)
+            last_try = index in self._one_try
+            self._one_try.discard(index)
             try:
                 if not link.is_open:
-                    link.open()
+                    link.open(wait)
                     if replay_reset and link.resets and slot in self._seeds:
-                        link.request({RESET_KEY: "reset", "seed": self._seeds[slot]})
+                        link.request({RESET_KEY: "reset", "seed": self._seeds[slot]},
+                                     max(min(wait, self._left()), 1e-3))
                 start = time.perf_counter()
-                reply = link.request(message)
+                reply = link.request(message, min(wait, max(self._left(), 1e-3)))
                 if RESET_KEY not in message:  # observations only
                     self.server_latency_ms.setdefault(slot, []).append(
                         1000 * (time.perf_counter() - start))
+                self._down.pop(index, None)
                 return reply
             except _retryable() as e:
                 self._fail_over(slot)
                 why = f"{link.endpoint}: {type(e).__name__}: {_tail(str(e)) or 'no detail'}"
-                if attempt < s.retries:
-                    time.sleep(s.backoff_s * 2**attempt)
+                if last_try:  # a down endpoint's one try in this unit: down again at once
+                    self._down[index] = why
+                else:
+                    failed.append(index)
+                if self._left() <= 0:
+                    raise InfrastructureTimeoutError(BUDGET_SPENT.format(
+                        endpoint=link.endpoint, why=why)) from e
+                if attempt < s.retries and not last_try:
+                    pause = s.backoff_s * 2**attempt
+                    if pause >= self._left():
+                        raise InfrastructureTimeoutError(BUDGET_SPENT.format(
+                            endpoint=link.endpoint, why=why)) from e
+                    time.sleep(pause)
+        for index in failed:
+            self._down[index] = why
         raise InfrastructureError(UNREACHABLE.format(
             endpoint=", ".join(self.endpoints), attempts=s.retries + 1, why=why))
 
@@ -347,10 +514,20 @@ class RemotePolicy:
         rows = [int(k) for k in (range(batch) if slots is None else slots)]
         need = [i for i, k in enumerate(rows) if not self._queues.get(k)]
 
+        def row_of(i: int) -> Any:
+            return {key: v[i] for key, v in obs.items()} if isinstance(obs, dict) else obs[i]
+
+        extra = {}  # extra cameras, drawn here (one GL thread) before the concurrent queries
+        if self.spec.cameras:
+            for i in need:
+                row = row_of(i)
+                extra[i] = self._extra_images(rows[i], row["pixels"] if isinstance(row, dict)
+                                              else row)
+
         def query(i: int) -> np.ndarray:
-            row = {key: v[i] for key, v in obs.items()} if isinstance(obs, dict) else obs[i]
+            message = self.observation_message(row_of(i), extra.get(i, ()))
             try:
-                return self.chunk(self._call(rows[i], self.observation_message(row)))
+                return self.chunk(self._call(rows[i], message))
             except SpaceMismatchError as e:  # passed the probe: the server broke the contract
                 raise InfrastructureError(str(e)) from e
 
@@ -375,38 +552,67 @@ class RemotePolicy:
         """
         space = ctx.observation_space
         space.seed(0)
-        msg = self.observation_message(space.sample())
+        sample = space.sample()
+        image = sample.get("pixels") if isinstance(sample, dict) else (
+            sample if ctx.obs_mode == "pixels" else None)
+        msg = self.observation_message(
+            sample, self._extra_images(0, image) if image is not None else ())
+        self._deadline = ctx.deadline  # a worker loading inside a unit: the unit's deadline
+        servers: list[ServerInfo] = []
+
+        def spent(endpoint: str, why: str) -> InfrastructureTimeoutError:
+            return InfrastructureTimeoutError(BUDGET_SPENT.format(endpoint=endpoint, why=why))
+
         for endpoint in self.endpoints:
             link = _Link(endpoint, self.spec, self._api_key)
             try:
                 for attempt in range(self.spec.retries + 1):
+                    if self._left() <= 0:
+                        raise spent(endpoint, "connecting")
                     try:
-                        link.open()
+                        link.open(min(self.spec.timeout_s, self._left()))
                         break
                     except _retryable() as e:
                         link.close()
+                        why = f"{type(e).__name__}: {_tail(str(e))}"
+                        pause = self.spec.backoff_s * 2**attempt
+                        if attempt < self.spec.retries and pause >= self._left():
+                            raise spent(endpoint, why) from e
                         if attempt == self.spec.retries:
                             raise InfrastructureError(UNREACHABLE.format(
-                                endpoint=endpoint, attempts=attempt + 1,
-                                why=f"{type(e).__name__}: {_tail(str(e))}")) from e
-                        time.sleep(self.spec.backoff_s * 2**attempt)
+                                endpoint=endpoint, attempts=attempt + 1, why=why)) from e
+                        time.sleep(pause)
                 try:
-                    reply = link.request(msg)
+                    reply = link.request(msg, max(min(self.spec.timeout_s, self._left()), 1e-3))
                 except ServerError as e:
                     raise InvalidSpecError(PROBE_ERROR.format(
                         endpoint=endpoint, keys=sorted(msg), tail=_tail(str(e)))) from e
                 except _retryable() as e:
+                    why = f"{type(e).__name__}: {_tail(str(e))}"
+                    if self._left() <= 0:
+                        raise spent(endpoint, why) from e
                     raise InfrastructureError(UNREACHABLE.format(
-                        endpoint=endpoint, attempts=1,
-                        why=f"{type(e).__name__}: {_tail(str(e))}")) from e
+                        endpoint=endpoint, attempts=1, why=why)) from e
             finally:
                 link.close()
             chunk = self.chunk(reply, endpoint)
+            raw = reply[self.spec.action_key]
+            meta = _jsonable(link.metadata)
+            servers.append(ServerInfo(
+                endpoint=endpoint, action_horizon=int(chunk.shape[0]),
+                action_dim=int(raw.shape[-1]) if getattr(raw, "ndim", 0) else 1,
+                reply_keys=tuple(sorted(map(str, reply))),
+                metadata=meta if isinstance(meta, dict) else {"value": meta}))
+            if chunk.shape[0] > self.spec.replan_steps and not self._replan_given:
+                warnings.warn(LONGER_CHUNKS.format(endpoint=endpoint, horizon=chunk.shape[0],
+                                                   replan=self.spec.replan_steps),
+                              RemotePolicyWarning, stacklevel=2)
             if chunk.shape[0] < self.spec.replan_steps:
                 raise InvalidSpecError(
                     f"policy server {endpoint} returns action chunks of horizon {chunk.shape[0]} "
                     f"but replan_steps={self.spec.replan_steps}; use replan_steps <= "
                     f"{chunk.shape[0]}")
+        self.load_info = PolicyLoadInfo(servers=tuple(servers))
 
     def close(self) -> None:
         """Close every connection (also done when the process exits)."""
@@ -440,6 +646,11 @@ def load_remote(rest: str, ctx: LoadContext) -> RemotePolicy:
     if ctx.obs_mode == "pixels" and not spec.image_key:
         raise InvalidSpecError("remote policy: image_key is empty, so a pixel observation "
                                "would send nothing; give image_key=KEY")
-    policy = RemotePolicy(endpoints, spec, ctx, api_key=os.environ.get(API_KEY_ENV) or None)
+    if spec.cameras and ctx.obs_mode == "state":
+        raise InvalidSpecError(
+            f"remote policy: image_key={spec.image_key!r} sends several cameras, which needs "
+            "pixel observations; run with --obs-mode pixels or state+pixels")
+    policy = RemotePolicy(endpoints, spec, ctx, api_key=os.environ.get(API_KEY_ENV) or None,
+                          replan_given="replan_steps" in given_options(rest))
     policy.probe(ctx)
     return policy

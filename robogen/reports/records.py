@@ -264,6 +264,17 @@ class Report(Record):
                 return g
         raise KeyError(f"no gap for condition {condition!r}")
 
+    def invalid_conditions(self) -> tuple[str, ...]:
+        """Conditions with too many invalid episodes: more than :data:`INVALID_SHARE_LIMIT`
+        of their recorded episodes invalid (any condition, nominal included), or a gap of
+        status :data:`STATUS_INVALID`. Their numbers are not measurements of the policy
+        (``robogen eval`` then exits 3)."""
+        bad = [c.condition for c in self.conditions
+               if c.n_invalid > INVALID_SHARE_LIMIT * (c.n + c.n_invalid)]
+        bad += [g.condition for g in (*self.gaps, *self.combined_gaps)
+                if g.status == STATUS_INVALID]
+        return tuple(dict.fromkeys(bad))
+
     def to_dict(self) -> dict[str, Any]:
         """Strict-JSON dict (non-finite floats become ``null``)."""
         return encode(self, allow_nan=False)

@@ -177,7 +177,8 @@ class _UnitThread:
     """
 
     def __init__(self, manifest: EvalManifest, device: str) -> None:
-        self._jobs: queue.SimpleQueue[tuple[WorkUnit | None, Future[Any]]] = queue.SimpleQueue()
+        self._jobs: queue.SimpleQueue[tuple[WorkUnit | None, float | None, Future[Any]]] = (
+            queue.SimpleQueue())
         self._ready: Future[None] = Future()
         self._abort = threading.Event()  # the worker's: stops its unit between two steps
         self.name = f"serial:{os.getpid()}"
@@ -198,14 +199,14 @@ class _UnitThread:
         self._ready.set_result(None)
         try:
             while True:
-                unit, fut = self._jobs.get()
+                unit, budget_s, fut = self._jobs.get()
                 if unit is None:
                     fut.set_result(None)
                     return
                 if not fut.set_running_or_notify_cancel():
                     continue  # queued ahead, then given to another worker
                 try:
-                    fut.set_result(worker.run_unit(unit))
+                    fut.set_result(worker.run_unit(unit, budget_s=budget_s))
                 except BaseException as e:  # noqa: BLE001 - handed to the driver thread
                     fut.set_exception(e)
         finally:
@@ -214,10 +215,12 @@ class _UnitThread:
     def wait_ready(self, timeout: float) -> None:
         self._ready.result(timeout=timeout)
 
-    def submit(self, unit: WorkUnit) -> Future[list[EpisodeResult]]:
-        """Queue ``unit``; its future gets the results (cancel it to skip a queued unit)."""
+    def submit(self, unit: WorkUnit, budget_s: float | None = None
+               ) -> Future[list[EpisodeResult]]:
+        """Queue ``unit`` (its wall-clock budget [s]: the worker's own deadline derives from
+        it); its future gets the results (cancel it to skip a queued unit)."""
         fut: Future[list[EpisodeResult]] = Future()
-        self._jobs.put((unit, fut))
+        self._jobs.put((unit, budget_s, fut))
         return fut
 
     def stop(self, *, abort: bool = False, join_s: float = 0.0) -> None:
@@ -225,7 +228,7 @@ class _UnitThread:
         then wait for it at most ``join_s`` [s]."""
         if abort:
             self._abort.set()
-        self._jobs.put((None, Future()))
+        self._jobs.put((None, None, Future()))
         if join_s > 0:
             self._thread.join(join_s)
 
@@ -280,8 +283,10 @@ class SerialBackend(_Emitter):
                 self.start()
                 assert self._worker is not None
                 name = self._worker.name
-                fut = ahead if ahead is not None else self._worker.submit(unit)
-                ahead = self._worker.submit(units[i + 1]) if i + 1 < len(units) else None
+                fut = ahead if ahead is not None else self._worker.submit(unit, budget)
+                ahead = (self._worker.submit(units[i + 1], unit_budget_s(
+                    self.manifest, units[i + 1], self.options.unit_timeout_s))
+                    if i + 1 < len(units) else None)
                 try:
                     results = fut.result(timeout=budget)
                     break

@@ -197,8 +197,9 @@ class _WorkerActor:
         return {"node": ray.get_runtime_context().get_node_id(), "pid": os.getpid(),
                 "error": self._error, "plugin": self._plugin}
 
-    def run_unit(self, unit: dict[str, Any]) -> list[dict[str, Any]]:
-        results = self._worker.run_unit(WorkUnit.from_dict(unit))
+    def run_unit(self, unit: dict[str, Any], budget_s: float | None = None
+                 ) -> list[dict[str, Any]]:
+        results = self._worker.run_unit(WorkUnit.from_dict(unit), budget_s=budget_s)
         return [to_dict(r) for r in results]
 
     def call(self, fn: Callable[..., Any], manifest: dict[str, Any], *args: Any) -> Any:
@@ -602,7 +603,7 @@ class RayBackend(_Emitter):
                 actor, unit = self.idle.popleft(), todo.popleft()
                 attempts[unit.unit_id] = attempts.get(unit.unit_id, 0) + 1
                 budget = unit_budget_s(self.manifest, unit, self.options.unit_timeout_s)
-                ref = actor.handle.run_unit.remote(to_dict(unit))
+                ref = actor.handle.run_unit.remote(to_dict(unit), budget)
                 running[ref] = (actor, unit, time.monotonic(), budget)
             alive = len(self.idle) + len(running) + len(self.starting)
             if todo and alive < self.size:

@@ -129,7 +129,7 @@ def probe_policy(uri: str, policy: Any, env: Any) -> None:
     """
     from robogen.envs.base import find_scene
     from robogen.errors import SpaceMismatchError
-    from robogen.policies.base import PrivilegedPolicy
+    from robogen.policies.base import PrivilegedPolicy, SceneViewing
     from robogen.rollout.plan import episode_seed
     from robogen.rollout.worker import accepts_slots
 
@@ -138,6 +138,8 @@ def probe_policy(uri: str, policy: Any, env: Any) -> None:
     obs, _ = env.reset(seed=episode_seed(0, 0))
     if isinstance(policy, PrivilegedPolicy):
         policy.attach([find_scene(env)] * 2)
+    elif isinstance(policy, SceneViewing):
+        policy.view_scenes([find_scene(env)] * 2)  # its cameras checked before any work
     try:
         policy.reset([0, 1])
     except Exception as e:  # noqa: BLE001 - any failure of user code is reported the same way

@@ -20,16 +20,17 @@ from typing import Any
 import numpy as np
 
 from robogen._cores import usable_cores
-from robogen.envs.render import RenderTimeoutError, resolve_frames
-from robogen.errors import InfrastructureError, RobogenError
+from robogen.envs.render import resolve_frames
+from robogen.errors import InfrastructureError, InfrastructureTimeoutError, RobogenError
 from robogen.rollout.plan import episode_seed, perturbation_seed
 from robogen.types import EpisodeResult, EvalManifest, WorkUnit
 
 
 def _infra_cause(e: BaseException) -> str | None:
-    """``infra_timeout`` (the render thread gave no frame in time) or ``infra_error`` (e.g. a
-    policy server that failed) for an infrastructure failure, else None."""
-    if isinstance(e, RenderTimeoutError):
+    """``infra_timeout`` (the render thread gave no frame in time, the unit's budget ran out
+    waiting for a policy server) or ``infra_error`` (e.g. a policy server that failed) for an
+    infrastructure failure, else None."""
+    if isinstance(e, InfrastructureTimeoutError):
         return "infra_timeout"
     return "infra_error" if isinstance(e, InfrastructureError) else None
 
@@ -67,9 +68,10 @@ def make_env(manifest: EvalManifest) -> Any:
 
 def policy_context(
     env_id: str, obs_mode: str, vecnormalize: str | None, env: Any, device: str = "cpu",
-    worker_index: int = 0,
+    worker_index: int = 0, deadline: float | None = None,
 ) -> Any:
-    """The :class:`~robogen.policies.base.LoadContext` of ``env`` for worker ``worker_index``."""
+    """The :class:`~robogen.policies.base.LoadContext` of ``env`` for worker ``worker_index``
+    (``deadline``: a ``time.monotonic()`` value loading must end by, None: no bound)."""
     from robogen.policies.base import LoadContext, non_default_env_kwargs
 
     return LoadContext(
@@ -81,6 +83,7 @@ def policy_context(
         device=device,
         env_kwargs=non_default_env_kwargs(env),
         worker_index=worker_index,
+        deadline=deadline,
     )
 
 
@@ -126,7 +129,14 @@ class UnitAborted(RuntimeError):
 
 
 NO_POLICY = ("the worker could not load the policy: {error}; the unit's episodes are "
-             "recorded as 'infra_error' (robogen eval --resume RUN_DIR retries them)")
+             "recorded as '{cause}' (robogen eval --resume RUN_DIR --retry-invalid retries "
+             "them)")
+
+DEADLINE_SHARE = 0.9
+"""Share of a unit's wall-clock budget (:func:`~robogen.rollout.backend.unit_budget_s`) after
+which the worker stops waiting on the infrastructure (a policy server's replies, retries and
+back-off): its episodes still waiting are recorded as ``infra_timeout`` by the worker itself,
+before the backend's watchdog would abandon the worker and start the unit again."""
 
 
 def serial_render_lanes() -> int:
@@ -182,6 +192,9 @@ class EpisodeWorker:
         self.policy: Any = None
         self.load_error: str | None = None
         """Why the policy is not loaded (an infrastructure failure), else None."""
+        self._load_cause = "infra_error"
+        self._deadline: float | None = None
+        self._unit_aware: Any = None
         self._latency: Any = None
         self._action_shape: tuple[int, ...] = tuple(
             getattr(self._envs[0].action_space, "shape", ()) or ()
@@ -204,15 +217,15 @@ class EpisodeWorker:
         if self.policy is not None:
             return True
         from robogen.policies import load_policy, policy_capabilities
-        from robogen.policies.base import LatencyReporting
+        from robogen.policies.base import LatencyReporting, UnitAware
 
         m = self.manifest
         ctx = policy_context(m.env_id, m.obs_mode, m.vecnormalize, self._envs[0],
-                             self._device, self.worker_index)
+                             self._device, self.worker_index, deadline=self._deadline)
         try:
             self.policy = load_policy(m.policy, ctx)
         except InfrastructureError as e:
-            self.load_error = _short_error(e)
+            self.load_error, self._load_cause = _short_error(e), _error_cause(e)
             return False
         self.load_error = None
         torch = sys.modules.get("torch")
@@ -222,12 +235,13 @@ class EpisodeWorker:
         caps = policy_capabilities(self.policy)
         self._takes_slots, self._takes_seeds = caps.slots, caps.seeds
         self._latency = self.policy if isinstance(self.policy, LatencyReporting) else None
+        self._unit_aware = self.policy if isinstance(self.policy, UnitAware) else None
         self._attach()
         return True
 
     def _attach(self) -> None:
         from robogen.envs.base import find_scene
-        from robogen.policies.base import PrivilegedPolicy
+        from robogen.policies.base import PrivilegedPolicy, SceneViewing
 
         self._scenes = [find_scene(e) for e in self._envs]
         if self.manifest.obs_mode != "state":
@@ -236,6 +250,8 @@ class EpisodeWorker:
                 scene.render_lane = k % self.render_lanes  # and on lanes: two frames at once
         if isinstance(self.policy, PrivilegedPolicy):
             self.policy.attach(self._scenes)
+        elif isinstance(self.policy, SceneViewing):
+            self.policy.view_scenes(self._scenes)
 
     def _ensure_envs(self, n: int) -> None:
         if len(self._envs) < n:
@@ -264,7 +280,8 @@ class EpisodeWorker:
 
         return self._load_policy() and not isinstance(self.policy, PrivilegedPolicy)
 
-    def run_unit(self, unit: WorkUnit, *, alone: int | None = None) -> list[EpisodeResult]:
+    def run_unit(self, unit: WorkUnit, *, alone: int | None = None,
+                 budget_s: float | None = None) -> list[EpisodeResult]:
         """Run every episode of ``unit`` as one lockstep batch; never raises for an episode.
 
         Args:
@@ -275,6 +292,10 @@ class EpisodeWorker:
                 copy of it; with ``slots``: its row alone, at its own slot), so a policy
                 whose rows do not depend on the other rows' contents acts exactly as in the
                 whole unit. Needs :meth:`can_run_alone`.
+            budget_s: The unit's wall-clock budget [s] (the backend's watchdog); the worker
+                waits on the infrastructure until :data:`DEADLINE_SHARE` of it has passed
+                (a policy that is :class:`~robogen.policies.base.UnitAware` is told the
+                deadline, loading the policy is bounded by it). None: no bound.
 
         Returns:
             One result per episode of the unit (only ``alone``'s when given).
@@ -284,12 +305,17 @@ class EpisodeWorker:
                 an episode alone.
         """
         m = self.manifest
+        self._deadline = (None if budget_s is None
+                          else time.monotonic() + DEADLINE_SHARE * float(budget_s))
         if not self._load_policy():
-            error = NO_POLICY.format(error=self.load_error)
+            cause = self._load_cause
+            error = NO_POLICY.format(error=self.load_error, cause=cause)
             return [unit_result(m, unit, i, episode_return=0.0, length_steps=0, success=False,
-                                cause="infra_error", error=error, perturbations_json="[]",
+                                cause=cause, error=error, perturbations_json="[]",
                                 changed_axes=(), wall_time_s=0.0)
                     for i in unit.episode_indices]
+        if self._unit_aware is not None:
+            self._unit_aware.begin_unit(self._deadline)
         n = len(unit.episode_indices)
         if alone is None:
             rows = list(range(n))
