@@ -77,6 +77,7 @@ def test_old_report_json_loads_and_writes_back_byte_for_byte() -> None:
     # fields added since the fixture was written (--episodes auto) are null at their default
     assert written.pop("sequential") is None and written["manifest"].pop("sequential") is None
     assert written["manifest"].pop("plugins") == []  # no plug-in (issue 25)
+    assert written["manifest"]["policy_load"].pop("servers") == []  # not remote (issue 27)
     # a render without tessellation fields rendered with MuJoCo's 28 x 16 and reads so
     render = written["manifest"]["render"]
     assert (render.pop("numslices"), render.pop("numstacks")) == (28, 16)
