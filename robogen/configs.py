@@ -62,6 +62,14 @@ AUTO_WITH_SWEEP = (
 )
 
 
+
+ROBOGEN_ENV_OPTIONS: dict[str, str] = {
+    "obs_mode": "--obs-mode", "max_steps": "--max-steps", "render": "--camera / the image size",
+    "success_threshold": "--success-threshold", "disable_env_checker": "(robogen sets it)",
+}
+"""Arguments of :func:`robogen.envs.make` that robogen passes itself: refused in
+``env_kwargs`` (the option that sets each)."""
+
 class EvalConfig(BaseModel):
     """An evaluation request.
 
@@ -157,6 +165,16 @@ class EvalConfig(BaseModel):
         ok = v == AUTO or (isinstance(v, int) and not isinstance(v, bool) and 1 <= v <= 100_000)
         if not ok:
             raise ValueError(f"episodes must be an integer in [1, 100000] or 'auto', got {v!r}")
+        return v
+
+    @field_validator("env_kwargs")
+    @classmethod
+    def _env_kwargs(cls, v: dict[str, Any]) -> dict[str, Any]:
+        own = [k for k in v if k in ROBOGEN_ENV_OPTIONS]
+        if own:
+            flag = ROBOGEN_ENV_OPTIONS[own[0]]
+            raise ValueError(f"env_kwargs key {own[0]!r} is robogen's own option, not the "
+                             f"env's: give it as {flag}")
         return v
 
     @field_validator("target_halfwidth")

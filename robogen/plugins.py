@@ -37,7 +37,19 @@ PLUGIN_IMPORT_FAILED = (
     "cannot import the plug-in module {module!r}{why} ({error}); install it or put its "
     "directory on PYTHONPATH"
 )
-"""Message of :class:`~robogen.errors.PluginError` when a plug-in does not import."""
+"""Message of :class:`~robogen.errors.PluginError` when a plug-in module is not found."""
+PLUGIN_RAISED = (
+    "the plug-in module {module!r}{why} raised while importing ({error}); fix the plug-in "
+    "(a name registered twice: another plug-in or robogen itself has it)"
+)
+"""Message of :class:`~robogen.errors.PluginError` when a plug-in module raises on import."""
+SCRIPT_RESUME = (
+    "{error}: the run's manifest says the script that made it (__main__) registered it, "
+    "which this process has not done: resume it from a script that registers it first "
+    "(robogen.reports.evaluation.resume), or move the registration into a module and load it "
+    "with --plugin MODULE"
+)
+"""Message when a run made by a script with its own registrations is resumed elsewhere."""
 SCRIPT_PLUGIN = (
     "an env family, policy scheme or axis this run uses is registered by the script being "
     "run (__main__), which a Ray worker cannot import: move the registration into a module "
@@ -84,7 +96,10 @@ def import_plugins(modules: Iterable[str], *, why: str = "") -> tuple[str, ...]:
             try:
                 importlib.import_module(module)
             except Exception as e:  # noqa: BLE001 - any import-time error names the module
-                raise PluginError(module, PLUGIN_IMPORT_FAILED.format(
+                missing = isinstance(e, ModuleNotFoundError) and e.name is not None and (
+                    module == e.name or module.startswith(e.name + "."))
+                text = PLUGIN_IMPORT_FAILED if missing else PLUGIN_RAISED
+                raise PluginError(module, text.format(
                     module=module, why=why, error=f"{type(e).__name__}: {e}")) from e
         done.append(module)
     return tuple(done)

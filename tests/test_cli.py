@@ -27,8 +27,16 @@ def _eval(*args: str):
         (["--episodes", "0"], "episodes"),
         (["--backend", "spark"], "backend"),
         (["--obs-mode", "depth"], "obs_mode"),
+        (["--env-kwargs", "{task_index: 3}"], "--env-kwargs must be a JSON object"),
+        (["--env-kwargs", "[3]"], "--env-kwargs must be a JSON object"),
+        (["--env-kwargs", '{"max_steps": 5}'],
+         "env_kwargs key 'max_steps' is robogen's own option, not the env's: give it as "
+         "--max-steps"),
+        (["--env-kwargs", '{"no_such_kwarg": 1}'], "does not accept env_kwargs ['no_such_kwarg']"),
     ],
-    ids=["unknown-axis", "severity-1.5", "zero-episodes", "bad-backend", "bad-obs-mode"],
+    ids=["unknown-axis", "severity-1.5", "zero-episodes", "bad-backend", "bad-obs-mode",
+         "env-kwargs-not-json", "env-kwargs-list", "env-kwargs-robogen-option",
+         "env-kwargs-unknown"],
 )
 def test_bad_eval_flags(tmp_path, args, needle):
     out = tmp_path / "run"

@@ -18,7 +18,14 @@ from pathlib import Path
 import pytest
 
 from robogen.errors import PluginError
-from robogen.plugins import PLUGIN_IMPORT_FAILED, SCRIPT_PLUGIN, import_plugins, is_plugin_module
+from robogen.plugins import (
+    PLUGIN_IMPORT_FAILED,
+    PLUGIN_RAISED,
+    SCRIPT_PLUGIN,
+    SCRIPT_RESUME,
+    import_plugins,
+    is_plugin_module,
+)
 from robogen.rollout.ray_backend import PLUGIN_ON_WORKER
 from robogen.rollout.store import ResultStore
 
@@ -64,6 +71,21 @@ def test_import_plugins_names_the_module_and_its_error() -> None:
         error="ModuleNotFoundError: No module named 'robogen_no_such_plugin_module'")
     assert isinstance(e.value, ImportError)
     assert import_plugins(["json", "__main__", "", "json"]) == ("json",)
+
+
+def test_a_plugin_that_raises_is_named_as_raising_not_missing(tmp_path: Path,
+                                                              monkeypatch: pytest.MonkeyPatch
+                                                              ) -> None:
+    (tmp_path / "robogen_raising_plugin.py").write_text("raise ValueError('broken on purpose')\n")
+    (tmp_path / "robogen_needs_missing.py").write_text("import robogen_absent_dependency\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(PluginError) as e:
+        import_plugins(["robogen_raising_plugin"])
+    assert str(e.value) == PLUGIN_RAISED.format(
+        module="robogen_raising_plugin", why="", error="ValueError: broken on purpose")
+    with pytest.raises(PluginError) as e:  # found, but its own import fails: it raised
+        import_plugins(["robogen_needs_missing"])
+    assert "raised while importing (ModuleNotFoundError" in str(e.value)
 
 
 def test_a_plugin_runs_on_serial_and_on_ray_with_identical_episodes(tmp_path: Path) -> None:
@@ -155,6 +177,16 @@ def test_a_script_registered_axis_on_ray_is_refused_before_any_work(tmp_path: Pa
     assert res.returncode == 2, res.stdout + res.stderr
     assert SCRIPT_PLUGIN in res.stdout
     assert not (tmp_path / "r").exists()
+    # serially the script's run works; resuming it where nothing registers the axis says why
+    script.write_text(script.read_text().replace('backend="ray"', 'backend="serial"'))
+    ok = subprocess.run([sys.executable, str(script)], cwd=tmp_path, env=_env(None),
+                        capture_output=True, text=True, timeout=300)
+    assert ok.returncode == 0, ok.stdout + ok.stderr
+    (tmp_path / "r" / "episodes" / "unit-000000.parquet").unlink()
+    res = _run(["eval", "--resume", "r", "--backend", "serial"], tmp_path, pythonpath=None)
+    assert res.returncode == 2, res.stdout + res.stderr
+    text = " ".join(res.stderr.split())
+    assert SCRIPT_RESUME.split("{error}")[1].split(":")[0] in text, text
 
 
 def test_an_installed_entry_point_loads_without_the_option(tmp_path: Path) -> None:

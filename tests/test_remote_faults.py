@@ -9,7 +9,9 @@ image keys send several cameras of the same scene."""
 from __future__ import annotations
 
 import json
+import os
 import re
+import signal
 import sys
 import warnings
 from pathlib import Path
@@ -46,13 +48,19 @@ def _cli(tmp_path: Path, policy: str, backend: str, *extra: str):  # noqa: ANN20
     return CliRunner().invoke(app, args), out
 
 
+@pytest.mark.parametrize("mode", ["hang", "freeze"])
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_the_unit_budget_bounds_a_hung_request(tmp_path, servers, backend):
-    """timeout_s=10 with 3 retries would wait ~40 s per request; --unit-timeout 6 ends each
-    unit's wait at 90% of it, recorded by the worker itself (no watchdog retry), exit 3."""
-    srv = fixture_server(servers, mode="hang", after=PROBES + 3)
-    res, out = _cli(tmp_path, f"remote:{srv.url}?timeout_s=10", backend, "--episodes", "1",
-                    "--max-steps", "20", "--unit-timeout", "6")
+def test_the_unit_budget_bounds_a_hung_request(tmp_path, servers, backend, mode):
+    """timeout_s=10 with 3 retries would wait ~40 s per request; --unit-timeout 3 ends each
+    unit's wait before the watchdog (its episodes recorded by the worker itself, no watchdog
+    retry), exit 3: a server whose handler hangs, and a stopped server process (no close
+    handshake either)."""
+    srv = fixture_server(servers, mode=mode, after=PROBES + 3)
+    try:
+        res, out = _cli(tmp_path, f"remote:{srv.url}?timeout_s=10", backend, "--episodes",
+                        "1", "--max-steps", "20", "--unit-timeout", "3")
+    finally:
+        os.kill(srv.proc.pid, signal.SIGCONT)
     assert res.exit_code == EXIT_INVALID_EPISODES, res.output
     results = ResultStore.open(out).load_results()
     assert {r.condition: r.cause for r in results} == {
@@ -110,6 +118,29 @@ def test_a_down_endpoint_gets_one_try_per_unit_and_recovers(tmp_path, servers):
     assert policy.act(obs[None], slots=[1]).shape == (1, 2)
     policy.close()
     env.close()
+
+
+def test_a_replacement_worker_loads_within_the_unit_budget(tmp_path, servers):
+    """A worker that loads the policy while the server hangs (a replacement after a unit
+    timeout) gives up at its load budget, not after timeout_s x retries; its units' episodes
+    are infra_timeout within their own budget."""
+    from robogen.rollout.runner import plan_units, prepare
+    from robogen.rollout.worker import EpisodeWorker
+
+    srv = fixture_server(servers, mode="hang", after=3)  # the driver's probes are answered
+    cfg = load_eval_config(None, env=ENV, policy=f"remote:{srv.url}?timeout_s=10",
+                           axes=["physics"], severities=[1.0], episodes=2, max_steps=5,
+                           backend="serial", videos=0)
+    manifest = prepare(cfg)
+    worker = EpisodeWorker(manifest, load_budget_s=3)
+    try:
+        assert worker.policy is None
+        assert worker.load_error is not None
+        assert BUDGET_SPENT.split("{endpoint}")[0] in worker.load_error
+        results = worker.run_unit(plan_units(manifest)[0], budget_s=3)
+        assert {r.cause for r in results} == {"infra_timeout"}
+    finally:
+        worker.close()
 
 
 def test_manifest_records_the_server_and_warns_on_longer_chunks(tmp_path, servers):

@@ -83,6 +83,14 @@ class AdapterSpec:
 
 
     def __post_init__(self) -> None:
+        keys = [k for k in (self.state_key, *self.image_keys) if k] + (
+            ["prompt"] if self.prompt else [])
+        twice = sorted({k for k in keys if keys.count(k) > 1})
+        if twice:
+            raise InvalidSpecError(BAD_OPTION.format(
+                name="image_key", value=self.image_key,
+                expected=f"request keys that differ from each other, state_key and prompt "
+                         f"({twice[0]!r} would be sent twice, one value overwriting the other)"))
         extra = len(self.image_keys) - 1
         if len(self.cameras) != max(extra, 0):
             raise InvalidSpecError(BAD_OPTION.format(

@@ -71,6 +71,9 @@ from robogen.policies.wire import WireError, packb, unpackb
 from robogen.types import PolicyLoadInfo, ServerInfo
 
 API_KEY_ENV = "ROBOGEN_API_KEY"
+CLOSE_TIMEOUT_S = 0.1
+"""How long closing a connection waits for the server's close frame [s]: a failed link is
+closed while the unit's deadline runs, and a stopped server never answers."""
 RESET_KEY = "__robogen__"
 UNREACHABLE = (
     "policy server {endpoint} failed {attempts} time(s) (last: {why}); check that it runs "
@@ -168,7 +171,7 @@ class _Link:
         wait = self._spec.timeout_s if timeout is None else timeout
         headers = {"Authorization": f"Api-Key {self._api_key}"} if self._api_key else None
         ws = connect(self.endpoint, compression=None, max_size=None,
-                     open_timeout=wait, close_timeout=1.0,
+                     open_timeout=wait, close_timeout=CLOSE_TIMEOUT_S,
                      additional_headers=headers, **_connect_kwargs())
         try:
             self.metadata = self._decode(ws.recv(timeout=wait))

@@ -202,8 +202,8 @@ def render_markdown(report: Report, *, videos: Mapping[str, str] | None = None,
         ]
     if report.errors:
         n_err = sum(k for _, _, k in report.errors)
-        out += ["", f"**Errors** ({n_err} episodes raised; `policy_error` counts as a failure, "
-                "invalid causes are left out)"]
+        out += ["", f"**Errors** ({n_err} episodes raised; `policy_error` counts as a failure; "
+                "episodes with an invalid cause are left out of every rate)"]
         out += [f"- {k}× `{cause}`: {_md_escape(msg)}" for cause, msg, k in report.errors]
     if report.faults:
         out += ["", f"**Worker faults** ({len(report.faults)}; see faults.jsonl)"]

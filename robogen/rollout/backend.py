@@ -64,6 +64,15 @@ def unit_budget_s(manifest: EvalManifest, unit: WorkUnit, unit_timeout_s: float 
     return UNIT_SETUP_BUDGET_S + STEP_BUDGET_S * manifest.max_steps * len(unit.episode_indices)
 
 
+def load_budget_s(manifest: EvalManifest, unit_timeout_s: float | None = None) -> float:
+    """Wall-clock budget [s] of a worker's policy load: that of a full unit
+    (:func:`unit_budget_s` of ``batch_size`` episodes), so a replacement worker whose policy
+    server hangs is bounded like the unit it replaces, not by the start-up timeout."""
+    if unit_timeout_s is not None:
+        return float(unit_timeout_s)
+    return UNIT_SETUP_BUDGET_S + STEP_BUDGET_S * manifest.max_steps * manifest.batch_size
+
+
 @dataclass(frozen=True, slots=True)
 class BackendOptions:
     """How to run an evaluation's units (not what to run: that is the manifest).
@@ -176,22 +185,23 @@ class _UnitThread:
     daemon it never keeps the process alive, and it touches nothing but its own worker.
     """
 
-    def __init__(self, manifest: EvalManifest, device: str) -> None:
+    def __init__(self, manifest: EvalManifest, device: str, load_budget: float | None = None
+                 ) -> None:
         self._jobs: queue.SimpleQueue[tuple[WorkUnit | None, float | None, Future[Any]]] = (
             queue.SimpleQueue())
         self._ready: Future[None] = Future()
         self._abort = threading.Event()  # the worker's: stops its unit between two steps
         self.name = f"serial:{os.getpid()}"
-        self._thread = threading.Thread(target=self._main, args=(manifest, device),
+        self._thread = threading.Thread(target=self._main, args=(manifest, device, load_budget),
                                         name="robogen-serial-worker", daemon=True)
         self._thread.start()
 
-    def _main(self, manifest: EvalManifest, device: str) -> None:
+    def _main(self, manifest: EvalManifest, device: str, load_budget: float | None) -> None:
         from robogen.rollout.worker import EpisodeWorker, serial_render_lanes
 
         try:
             worker = EpisodeWorker(manifest, device=device, worker_index=0,
-                                   render_lanes=serial_render_lanes())
+                                   render_lanes=serial_render_lanes(), load_budget_s=load_budget)
         except BaseException as e:  # noqa: BLE001 - handed to the driver thread
             self._ready.set_exception(e)
             return
@@ -259,7 +269,8 @@ class SerialBackend(_Emitter):
         """Load the policy and envs (exceptions of the set-up propagate unchanged)."""
         if self._worker is not None:
             return
-        worker = _UnitThread(self.manifest, self._device)
+        worker = _UnitThread(self.manifest, self._device,
+                             load_budget_s(self.manifest, self.options.unit_timeout_s))
         try:
             worker.wait_ready(self.options.startup_timeout_s)
         except FutureTimeout:

@@ -53,6 +53,7 @@ from robogen.rollout.backend import (
     WorkerSetupError,
     _Emitter,
     failed_unit_results,
+    load_budget_s,
     unit_budget_s,
 )
 from robogen.rollout.faults import FaultRecord
@@ -146,8 +147,10 @@ class _WorkerActor:
     and envs its episodes ran on (:meth:`call`); older ones are closed (memory).
     """
 
-    def __init__(self, manifest: dict[str, Any], device: str, worker_index: int = 0) -> None:
+    def __init__(self, manifest: dict[str, Any], device: str, worker_index: int = 0,
+                 load_budget_s: float | None = None) -> None:
         self._device = device
+        self._load_budget_s = load_budget_s
         self._workers: OrderedDict[tuple[str, int], Any] = OrderedDict()
         self._worker: Any = None
         self._error: str | None = None
@@ -170,19 +173,22 @@ class _WorkerActor:
             self._workers.move_to_end(key)
             return self._workers[key]
         worker = EpisodeWorker(EvalManifest.from_dict(manifest), device=self._device,
-                               worker_index=worker_index)
+                               worker_index=worker_index, load_budget_s=self._load_budget_s)
         self._workers[key] = worker
         while len(self._workers) > KEEP_WORKERS:  # the least recently used, never the current
             old_key = next(k for k in self._workers if self._workers[k] is not self._worker)
             self._workers.pop(old_key).close()
         return worker
 
-    def load(self, manifest: dict[str, Any], worker_index: int) -> dict[str, Any]:
+    def load(self, manifest: dict[str, Any], worker_index: int,
+             load_budget_s: float | None = None) -> dict[str, Any]:
         """Run ``manifest``'s units from now on (its worker made unless this process has it);
         answers like :meth:`ping`."""
         from robogen.errors import PluginError
 
         self._plugin = None
+        if load_budget_s is not None:
+            self._load_budget_s = load_budget_s
         try:
             self._worker, self._error = self._worker_of(manifest, worker_index), None
         except PluginError as e:  # the plug-in's own error, named as such by the driver
@@ -440,7 +446,8 @@ class RayBackend(_Emitter):
     def _spawn(self) -> None:
         """Start an actor."""
         index = self._take_index()
-        handle = self._actor_cls.remote(self._mdict, self._device, index)
+        handle = self._actor_cls.remote(self._mdict, self._device, index, load_budget_s(
+            self.manifest, self.options.unit_timeout_s))
         actor = _Actor(handle, _actor_name(handle), time.monotonic(), index=index,
                        gpus=self.options.num_gpus_per_worker)
         actor.ping = handle.ping.remote()
@@ -450,7 +457,8 @@ class RayBackend(_Emitter):
         """Take over an actor a closed backend parked (:func:`reuse_workers`): it loads this
         manifest in its running process, and answers like a new actor's ping."""
         actor.index, actor.started_at = self._take_index(), time.monotonic()
-        actor.ping = actor.handle.load.remote(self._mdict, actor.index)
+        actor.ping = actor.handle.load.remote(self._mdict, actor.index, load_budget_s(
+            self.manifest, self.options.unit_timeout_s))
         self.starting[actor.ping] = actor
 
     def start(self) -> None:

@@ -299,6 +299,28 @@ def run_evaluation(
     return store
 
 
+def _require_registrations(manifest: EvalManifest, run_dir: Path | str) -> None:
+    """Import the plug-ins ``manifest`` lists; then its env family, scheme and axes must be
+    registered here (a run made by a script that registered them itself cannot resume
+    elsewhere: :data:`~robogen.plugins.SCRIPT_RESUME`).
+
+    Raises:
+        PluginError: A plug-in that does not import, or a script's registration missing.
+        UnknownNameError: A registration missing otherwise.
+    """
+    from robogen.errors import PluginError, UnknownNameError
+    from robogen.plugins import SCRIPT, SCRIPT_RESUME
+    from robogen.rollout.manifest import plugin_modules
+
+    import_plugins(manifest.plugins, why=f" that the run in {str(run_dir)!r} was made with")
+    try:
+        plugin_modules(manifest.env_id, manifest.policy, manifest.axes)
+    except UnknownNameError as e:
+        if SCRIPT in manifest.plugins:
+            raise PluginError(SCRIPT, SCRIPT_RESUME.format(error=e)) from e
+        raise
+
+
 def run_auto(store: ResultStore, options: BackendOptions, make_planner: PlannerFactory,
              progress: ProgressFn | None = None, backend: Backend | None = None,
              rerun: frozenset[int] = frozenset()) -> None:
@@ -378,7 +400,7 @@ def resume_run(
     options = options or ResumeOptions()
     store = ResultStore.open(run_dir)
     require_schema(store.manifest, run_dir)
-    import_plugins(store.manifest.plugins, why=f" that the run in {str(run_dir)!r} was made with")
+    _require_registrations(store.manifest, run_dir)
     store.remove_stale_temporaries()
     saved = saved_config(store.run_dir)
     unit_timeout = options.unit_timeout

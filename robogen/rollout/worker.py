@@ -129,14 +129,27 @@ class UnitAborted(RuntimeError):
 
 
 NO_POLICY = ("the worker could not load the policy: {error}; the unit's episodes are "
-             "recorded as '{cause}' (robogen eval --resume RUN_DIR --retry-invalid retries "
-             "them)")
+             "recorded as '{cause}' (robogen eval --resume RUN_DIR reruns them)")
 
 DEADLINE_SHARE = 0.9
 """Share of a unit's wall-clock budget (:func:`~robogen.rollout.backend.unit_budget_s`) after
 which the worker stops waiting on the infrastructure (a policy server's replies, retries and
 back-off): its episodes still waiting are recorded as ``infra_timeout`` by the worker itself,
 before the backend's watchdog would abandon the worker and start the unit again."""
+DEADLINE_MARGIN_S = 1.0
+"""Least time [s] the worker keeps between its deadline and the watchdog's (closing sockets,
+the results' trip to the driver), at most half the budget."""
+
+
+def unit_deadline(budget_s: float | None) -> float | None:
+    """The ``time.monotonic()`` by which a worker stops waiting on the infrastructure in a
+    unit of ``budget_s`` [s] starting now: :data:`DEADLINE_SHARE` of it, keeping at least
+    :data:`DEADLINE_MARGIN_S` (at most half the budget) before the watchdog. None: no bound."""
+    if budget_s is None:
+        return None
+    budget = float(budget_s)
+    margin = min(max((1.0 - DEADLINE_SHARE) * budget, DEADLINE_MARGIN_S), 0.5 * budget)
+    return time.monotonic() + budget - margin
 
 
 def serial_render_lanes() -> int:
@@ -165,6 +178,10 @@ class EpisodeWorker:
         render_lanes: Render threads (a GL context each) drawing the envs' pixel frames at
             once (:func:`serial_render_lanes` for a worker that has the process to itself;
             1 in a Ray worker, which has one core).
+        load_budget_s: Wall-clock budget [s] of loading the policy here (a replacement worker
+            loads while its backend waits: :func:`~robogen.rollout.backend.load_budget_s`);
+            the load stops waiting on the infrastructure as in a unit
+            (:func:`unit_deadline`). None: no bound.
 
     Raises:
         PluginError: If a plug-in module the manifest lists cannot be imported here (before
@@ -174,7 +191,8 @@ class EpisodeWorker:
     """
 
     def __init__(self, manifest: EvalManifest, device: str = "cpu",
-                 worker_index: int = 0, render_lanes: int = 1) -> None:
+                 worker_index: int = 0, render_lanes: int = 1,
+                 load_budget_s: float | None = None) -> None:
         from robogen.perturbations import AXES
         from robogen.plugins import import_plugins
 
@@ -193,7 +211,7 @@ class EpisodeWorker:
         self.load_error: str | None = None
         """Why the policy is not loaded (an infrastructure failure), else None."""
         self._load_cause = "infra_error"
-        self._deadline: float | None = None
+        self._deadline = unit_deadline(load_budget_s)
         self._unit_aware: Any = None
         self._latency: Any = None
         self._action_shape: tuple[int, ...] = tuple(
@@ -293,9 +311,9 @@ class EpisodeWorker:
                 whose rows do not depend on the other rows' contents acts exactly as in the
                 whole unit. Needs :meth:`can_run_alone`.
             budget_s: The unit's wall-clock budget [s] (the backend's watchdog); the worker
-                waits on the infrastructure until :data:`DEADLINE_SHARE` of it has passed
-                (a policy that is :class:`~robogen.policies.base.UnitAware` is told the
-                deadline, loading the policy is bounded by it). None: no bound.
+                waits on the infrastructure until :func:`unit_deadline` (a policy that is
+                :class:`~robogen.policies.base.UnitAware` is told the deadline, loading the
+                policy is bounded by it). None: no bound.
 
         Returns:
             One result per episode of the unit (only ``alone``'s when given).
@@ -305,8 +323,7 @@ class EpisodeWorker:
                 an episode alone.
         """
         m = self.manifest
-        self._deadline = (None if budget_s is None
-                          else time.monotonic() + DEADLINE_SHARE * float(budget_s))
+        self._deadline = unit_deadline(budget_s)
         if not self._load_policy():
             cause = self._load_cause
             error = NO_POLICY.format(error=self.load_error, cause=cause)

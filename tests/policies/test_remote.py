@@ -50,3 +50,28 @@ def test_reply_chunk_slice_and_mismatches():
         p.chunk({"actions": np.ones((10, 8), np.int64)})
     with pytest.raises(SpaceMismatchError, match=r"shape \(10, 6\) after action_slice"):
         p.chunk({"actions": np.ones((10, 6))})
+
+
+@pytest.mark.parametrize(("query", "needle"), [
+    ("image_key=a,a&cameras=top", "'a' would be sent twice"),
+    ("image_key=observation/state", "'observation/state' would be sent twice"),
+    ("image_key=img,prompt&cameras=top&prompt=go", "'prompt' would be sent twice"),
+    ("image_key=a,b", "one camera per image key after the first (1 for image_key='a,b'"),
+    ("image_key=a&cameras=top", "one camera per image key after the first (0 for"),
+])
+def test_request_keys_must_differ_and_cameras_match_the_image_keys(query, needle):
+    from robogen.errors import InvalidSpecError
+
+    with pytest.raises(InvalidSpecError) as e:
+        parse_remote_uri(f"ws://127.0.0.1:1?{query}")
+    assert needle in str(e.value)
+
+
+def test_several_image_keys_map_to_the_observation_then_the_cameras():
+    p = _policy("image_key=main,wrist,top&cameras=c1,c2&state_key=s")
+    assert p.spec.image_keys == ("main", "wrist", "top")
+    img = np.full((48, 64, 3), 7, np.uint8)
+    extra = [np.full((48, 64, 3), 8, np.uint8), np.full((48, 64, 3), 9, np.uint8)]
+    msg = p.observation_message({"state": np.zeros(3, np.float32), "pixels": img}, extra)
+    assert sorted(msg) == ["main", "s", "top", "wrist"]
+    assert [int(msg[k][0, 0, 0]) for k in ("main", "wrist", "top")] == [7, 8, 9]
