@@ -59,6 +59,11 @@ class RunDirError(RobogenError, ValueError):
     """A run directory that is missing, empty, corrupt or from another evaluation."""
 
 
+class StoreWriteError(RobogenError, OSError):
+    """The run directory could not be written (a full disk, a read-only or removed folder);
+    the message names the path, the episodes already stored and the command that resumes."""
+
+
 class SceneError(RobogenError, ValueError):
     """A scene lacks an element (role) an operation needs, or failed to compile."""
 

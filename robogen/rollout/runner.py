@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from robogen._console import print_message
 from robogen.configs import EvalConfig
 from robogen.errors import InvalidSpecError
 from robogen.plugins import import_plugins
@@ -36,6 +37,10 @@ from robogen.types import (
     WorkUnit,
     to_dict,
 )
+
+DAMAGED_PART = ("an episode part was unreadable ({why}); moved to {path!r}, its unit runs "
+                "again")
+"""Warning of a resume that set a damaged part aside (:meth:`ResultStore.set_aside_damaged`)."""
 
 RETRIED_ON_RESUME = ("worker_died", "infra_timeout", "infra_error")
 """Causes whose units ``--resume`` runs again (the machinery failed; the cell may work now)."""
@@ -402,6 +407,9 @@ def resume_run(
     require_schema(store.manifest, run_dir)
     _require_registrations(store.manifest, run_dir)
     store.remove_stale_temporaries()
+    for path, why in store.set_aside_damaged():
+        print_message("warning", DAMAGED_PART.format(path=str(path), why=why),
+                      style="bold yellow")
     saved = saved_config(store.run_dir)
     unit_timeout = options.unit_timeout
     if unit_timeout is None:

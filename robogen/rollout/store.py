@@ -5,11 +5,14 @@ Layout::
     RUN_DIR/
       manifest.json            EvalManifest (written first, atomically)
       episodes/unit-000012.parquet   one part per finished WorkUnit
+      damaged_parts/             parts a resume found unreadable (their units ran again)
       report.json|md|html, plots/, videos/   written by the report step
 
 Parts are written to a temporary name and renamed (``os.replace``), so a run
 killed at any moment leaves only complete parts; resuming skips the units
-whose part exists and never repeats or loses a finished episode.
+whose part exists and never repeats or loses a finished episode. A part damaged on disk
+anyway (truncated by a full disk, overwritten) is set aside by the resume, named, and its unit
+runs again.
 """
 
 from __future__ import annotations
@@ -26,12 +29,20 @@ import pyarrow.json as pa_json
 import pyarrow.parquet as pq
 
 from robogen._atomic import atomic_path, write_atomic
-from robogen.errors import RunDirError
+from robogen.errors import RunDirError, StoreWriteError
 from robogen.serialization import arrow_schema
 from robogen.types import EpisodeResult, EvalManifest, to_dict
 
 MANIFEST = "manifest.json"
 EPISODES_DIR = "episodes"
+STORE_WRITE_FAILED = (
+    "cannot write {path!r} ({why}); {n} episodes are stored in {run_dir!r}; make room (or make "
+    "it writable) and finish the run with: robogen eval --resume {run_dir}"
+)
+"""Message of :class:`~robogen.errors.StoreWriteError` (tests reuse it)."""
+DAMAGED_DIR = "damaged_parts"
+"""Folder of the run directory where a resume sets aside unreadable parts (their units rerun);
+outside ``episodes/``, so ``pandas.read_parquet("RUN_DIR/episodes")`` never reads them."""
 _PART = re.compile(r"^unit-(\d{6})\.parquet$")
 
 _SCHEMA = arrow_schema(EpisodeResult)
@@ -141,6 +152,45 @@ class ResultStore:
             p.unlink(missing_ok=True)
         return len(stale)
 
+    def set_aside_damaged(self) -> list[tuple[Path, str]]:
+        """Move every unreadable episode part to :data:`DAMAGED_DIR` so that its unit runs
+        again; returns ``(where it went, why)`` for each.
+
+        A part is damaged when Parquet cannot read it (truncated, empty, overwritten), a row
+        is not an episode, it holds no row, or a row names another unit. Call only when no
+        other process writes to this run (before resuming it).
+        """
+        moved: list[tuple[Path, str]] = []
+        for uid in sorted(self.done_units()):
+            path = self.part_path(uid)
+            why = self._damage(uid, path)
+            if why is None:
+                continue
+            folder = self.run_dir / DAMAGED_DIR
+            folder.mkdir(exist_ok=True)
+            target = folder / path.name
+            n = 1
+            while target.exists():
+                target = folder / f"{path.name}.{n}"
+                n += 1
+            path.replace(target)
+            moved.append((target, why))
+        return moved
+
+    @staticmethod
+    def _damage(uid: int, path: Path) -> str | None:
+        """Why the part of unit ``uid`` at ``path`` cannot be used, or None."""
+        try:
+            with pq.ParquetFile(path) as part:
+                rows: list[dict[str, Any]] = part.read().to_pylist()
+            results = [EpisodeResult.from_dict(r) for r in rows]
+        except Exception as e:  # noqa: BLE001 - pyarrow raises several types for damaged files
+            return f"{type(e).__name__}: {str(e)[:200]}"
+        if not results:
+            return "it holds no episode"
+        other = sorted({r.unit_id for r in results} - {uid})
+        return f"it holds episodes of unit {other[0]}" if other else None
+
     def part_path(self, unit_id: int) -> Path:
         return self.run_dir / EPISODES_DIR / f"unit-{unit_id:06d}.parquet"
 
@@ -152,12 +202,32 @@ class ResultStore:
         return {int(m.group(1)) for p in folder.iterdir() if (m := _PART.match(p.name))}
 
     def write_unit(self, unit_id: int, results: Sequence[EpisodeResult]) -> Path:
-        """Write one finished unit atomically. Rewriting the same unit replaces it."""
+        """Write one finished unit atomically. Rewriting the same unit replaces it.
+
+        Raises:
+            StoreWriteError: If the part cannot be written (no space, a read-only or removed
+                run directory): names the path, the episodes stored and how to resume.
+        """
         table = episode_table([to_dict(r) for r in results])
         path = self.part_path(unit_id)
-        with atomic_path(path) as tmp:
-            pq.write_table(table, tmp)
+        try:
+            with atomic_path(path) as tmp:
+                pq.write_table(table, tmp)
+        except OSError as e:
+            raise StoreWriteError(STORE_WRITE_FAILED.format(
+                path=str(path), why=e.strerror or str(e), n=self.stored_episodes(),
+                run_dir=str(self.run_dir))) from e
         return path
+
+    def stored_episodes(self) -> int:
+        """Episodes in the parts on disk (from the Parquet footers; unreadable parts: 0)."""
+        n = 0
+        for uid in self.done_units():
+            try:
+                n += pq.ParquetFile(self.part_path(uid)).metadata.num_rows
+            except Exception:  # noqa: BLE001 - a damaged part counts as nothing stored
+                pass
+        return n
 
     def units_with_causes(self, causes: Sequence[str]) -> frozenset[int]:
         """Ids of stored units with at least one episode whose cause is in ``causes``."""
@@ -185,15 +255,15 @@ class ResultStore:
                     rows: list[dict[str, Any]] = part.read().to_pylist()
             except Exception as e:  # pyarrow raises several types for damaged files
                 raise RunDirError(
-                    f"episode part {str(path)!r} is unreadable: {e}; delete it and run "
-                    f"robogen eval --resume {str(self.run_dir)!r} to redo its episodes"
+                    f"episode part {str(path)!r} is unreadable: {e}; robogen eval --resume "
+                    f"{str(self.run_dir)!r} sets it aside and redoes its episodes"
                 ) from e
             try:
                 out.extend(EpisodeResult.from_dict(r) for r in rows)
             except ValueError as e:
                 raise RunDirError(
-                    f"episode part {str(path)!r} holds a malformed episode: {e}; delete it and "
-                    f"run robogen eval --resume {str(self.run_dir)!r} to redo its episodes"
+                    f"episode part {str(path)!r} holds a malformed episode: {e}; robogen eval "
+                    f"--resume {str(self.run_dir)!r} sets it aside and redoes its episodes"
                 ) from e
         return out
 
