@@ -70,3 +70,50 @@ def guarded(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         exit_invalid(str(e))
     except OSError as e:  # unwritable or blocked output paths: the user's input, not a bug
         exit_invalid(f"{e.strerror or e}: {e.filename!r}" if e.filename else str(e))
+
+
+EXIT_INTERRUPTED = 130
+"""Exit code after Ctrl-C (SIGINT): 128 + 2."""
+EXIT_TERMINATED = 143
+"""Exit code after SIGTERM (batch schedulers, ``docker stop``, ``kill``): 128 + 15."""
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM arrived: handled exactly like Ctrl-C (stored parts kept, the unit being run
+    dropped, the resume command printed), then exit :data:`EXIT_TERMINATED`."""
+
+
+def _on_sigterm(signum: int, frame: Any) -> None:
+    import signal
+
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)  # a second SIGTERM must not cut the cleanup
+    raise Terminated()
+
+
+def handle_sigterm() -> None:
+    """Turn SIGTERM into :class:`Terminated` in this (main) thread. The CLI calls it at start,
+    and again after anything that installs its own handler (Ray's driver dumps its stack and
+    aborts on SIGTERM: :func:`reclaim_sigterm`)."""
+    import signal
+    import threading
+
+    global _handling_sigterm
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, _on_sigterm)
+        _handling_sigterm = True
+
+
+_handling_sigterm = False
+
+
+def reclaim_sigterm() -> None:
+    """Install :func:`handle_sigterm`'s handler again if it was installed: ``ray.init``
+    replaces it (a Python handler that exits 15, behind a C++ one that dumps the stack)."""
+    if _handling_sigterm:
+        handle_sigterm()
+
+
+def interrupt_code(e: BaseException) -> int:
+    """The exit code of an interrupted command: :data:`EXIT_TERMINATED` after SIGTERM, else
+    :data:`EXIT_INTERRUPTED`."""
+    return EXIT_TERMINATED if isinstance(e, Terminated) else EXIT_INTERRUPTED

@@ -3,7 +3,8 @@
 Exit codes: 0 success; 1 a failed check (``robogen check``); 2 invalid input or a set-up error
 (nothing written); 3 ``robogen eval`` finished but a condition has too many invalid episodes
 (the simulator or the machinery failed, e.g. a policy server down: its numbers are not
-measurements); 130 interrupted (resume with ``robogen eval --resume RUN_DIR``).
+measurements); 130 interrupted by Ctrl-C, 143 by SIGTERM (a batch scheduler, ``docker stop``):
+the stored parts are kept, ``robogen eval --resume RUN_DIR`` finishes the run.
 """
 
 from __future__ import annotations
@@ -18,13 +19,15 @@ import typer
 
 from robogen._console import exit_invalid as _fail
 from robogen._console import guarded as _guard
+from robogen._console import handle_sigterm, interrupt_code
 from robogen.progress import ProgressBars
 
 EXIT_CODES = (
     "Exit codes: 0 done; 1 robogen check found a regression; 2 invalid input or a set-up error "
     "(nothing written); 3 robogen eval finished, but a condition has too many invalid episodes "
     "(simulator or infrastructure failures, e.g. a policy server down: not a measurement); "
-    "130 interrupted (robogen eval --resume RUN_DIR finishes it)."
+    "130 interrupted (Ctrl-C) and 143 terminated (SIGTERM): robogen eval --resume RUN_DIR "
+    "finishes the run."
 )
 
 app = typer.Typer(
@@ -160,6 +163,13 @@ def _episodes(value: str | None) -> int | str | None:
         _fail(f"--episodes must be a positive integer or 'auto', got {value!r}")
 
 
+def _stopped(e: BaseException) -> str:
+    """How a run was stopped, for its resume line."""
+    from robogen._console import Terminated
+
+    return "terminated (SIGTERM)" if isinstance(e, Terminated) else "interrupted"
+
+
 def _exit_if_invalid(run_dirs: Sequence[Path]) -> None:
     """Exit :data:`EXIT_INVALID_EPISODES` if a run's report has a condition with too many
     invalid episodes (``Report.invalid_conditions``), naming them on stderr."""
@@ -279,7 +289,7 @@ def eval_cmd(
 
     Exit codes: 0 done; 2 invalid input or a set-up error (nothing written); 3 finished, but a
     condition has too many invalid episodes (the simulator or the machinery failed: not a
-    measurement; --resume reruns them); 130 interrupted.
+    measurement; --resume reruns them); 130 interrupted (Ctrl-C), 143 terminated (SIGTERM).
     """
     from robogen.reports import evaluation
 
@@ -303,18 +313,22 @@ def eval_cmd(
                 f"{', '.join(clash)} (only --backend, --workers, --address, --unit-timeout and "
                 "--videos apply)"
             )
-        with ProgressBars() as bars:
-            bar = bars.stage(f"resume {resume}")
-            outcome = _guard(
-                evaluation.resume,
-                resume,
-                backend=backend or "ray",
-                workers=workers,
-                address=address,
-                progress=bar,
-                videos=videos,
-                unit_timeout=unit_timeout,
-            )
+        try:
+            with ProgressBars() as bars:
+                bar = bars.stage(f"resume {resume}")
+                outcome = _guard(
+                    evaluation.resume,
+                    resume,
+                    backend=backend or "ray",
+                    workers=workers,
+                    address=address,
+                    progress=bar,
+                    videos=videos,
+                    unit_timeout=unit_timeout,
+                )
+        except KeyboardInterrupt as e:
+            sys.stderr.write(f"\n{_stopped(e)}; finish it with: robogen eval --resume {resume}\n")
+            raise typer.Exit(interrupt_code(e)) from None
         _print_outcome(outcome)
         _exit_if_invalid([outcome.run_dir])
         return
@@ -369,10 +383,10 @@ def eval_cmd(
         with ProgressBars() as bars:
             bar = bars.stage(f"{cfg.env} / {cfg.policy}")
             outcome = _guard(evaluation.evaluate, cfg, progress=bar)
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as e:
         where = cfg.out or "RUN_DIR"
-        sys.stderr.write(f"\ninterrupted; finish it with: robogen eval --resume {where}\n")
-        raise typer.Exit(130) from None
+        sys.stderr.write(f"\n{_stopped(e)}; finish it with: robogen eval --resume {where}\n")
+        raise typer.Exit(interrupt_code(e)) from None
     _print_outcome(outcome)
     _exit_if_invalid([outcome.run_dir])
 
@@ -419,16 +433,16 @@ def _eval_several(cfg: Any, policies: list[str]) -> None:
         with ProgressBars() as bars:
             outcome = _guard(evaluate_policies, cfg, policies,
                              progress_for=lambda uri: bars.stage(f"{cfg.env} / {uri}"))
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as e:
         runs = [out / name for name in run_dir_names(policies)]
         steps = [f"robogen eval --resume {run}" if (run / "manifest.json").is_file()
                  else f"the same robogen eval with only --policy {uri} and --out {run}"
                  for uri, run in zip(policies, runs, strict=True)]
         sys.stderr.write(
-            "\ninterrupted; finish the runs, then compare them:\n"
+            f"\n{_stopped(e)}; finish the runs, then compare them:\n"
             + "".join(f"  {s}\n" for s in steps)
             + f"  robogen compare {' '.join(map(str, runs))} --out {out / 'compare'}\n")
-        raise typer.Exit(130) from None
+        raise typer.Exit(interrupt_code(e)) from None
     from rich.console import Console
 
     for o in outcome.runs:
@@ -580,11 +594,12 @@ def main() -> None:
         # about forking a multithreaded process does not apply there.
         warnings.filterwarnings("ignore", message=r"os\.fork\(\) was called",
                                 category=RuntimeWarning)
+    handle_sigterm()  # SIGTERM (schedulers, docker stop) ends a run like Ctrl-C
     try:
         app()
-    except KeyboardInterrupt:
-        sys.stderr.write("interrupted; resume with: robogen eval --resume RUN_DIR\n")
-        sys.exit(130)
+    except KeyboardInterrupt as e:
+        sys.stderr.write(f"{_stopped(e)}; resume with: robogen eval --resume RUN_DIR\n")
+        sys.exit(interrupt_code(e))
 
 
 if __name__ == "__main__":

@@ -43,6 +43,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from robogen._console import reclaim_sigterm
 from robogen.errors import DependencyMissingError
 from robogen.rollout.backend import (
     DIED,
@@ -303,6 +304,7 @@ def init_ray(address: str | None = None, num_cpus: int | None = None) -> None:
         if num_cpus is not None:
             kwargs["num_cpus"] = num_cpus
         ray.init(**kwargs)
+        reclaim_sigterm()  # Ray's driver handler dumps its stack and aborts: ours ends cleanly
         return
     _check_reachable(address, source)
     kwargs["address"] = address
@@ -315,6 +317,7 @@ def init_ray(address: str | None = None, num_cpus: int | None = None) -> None:
         log = logged()
     if failure is None:
         sys.stderr.write(log)  # nothing of a successful connect is hidden
+        reclaim_sigterm()
         return
     text = str(failure)
     auth = next((ln for ln in log.splitlines() if any(m in ln.lower() for m in _AUTH_MARKS)),

@@ -26,6 +26,7 @@ from robogen.errors import InvalidSpecError
 from robogen.plugins import import_plugins
 from robogen.rollout.backend import Backend, BackendOptions
 from robogen.rollout.backends import make_backend
+from robogen.rollout.lock import RunDirLock
 from robogen.rollout.manifest import build_manifest, require_schema, with_hash
 from robogen.rollout.plan import make_units
 from robogen.rollout.sequential import Planner
@@ -288,19 +289,24 @@ def run_evaluation(
     _require_planner(manifest, make_planner, str(out))
     # workers start before the run dir exists: a set-up failure leaves nothing behind
     backend = make_backend(manifest, backend_options(cfg), max_workers=len(plan_units(manifest)))
+    lock: RunDirLock | None = None
     try:
         backend.start()
         store = ResultStore.create(out, manifest)
+        lock = RunDirLock(store.run_dir).acquire()  # a --resume started meanwhile is refused
         (store.run_dir / "eval_config.json").write_text(cfg.model_dump_json(indent=2))
     except BaseException:
         backend.close()
+        if lock is not None:
+            lock.release()
         raise
-    if manifest.sequential is not None:
-        assert make_planner is not None  # _require_planner
-        run_auto(store, backend_options(cfg), make_planner, progress, backend=backend)
-    else:
-        run_session(store, backend_options(cfg), progress, backend=backend)
-        run_sweep(store, backend_options(cfg), progress)
+    with lock:
+        if manifest.sequential is not None:
+            assert make_planner is not None  # _require_planner
+            run_auto(store, backend_options(cfg), make_planner, progress, backend=backend)
+        else:
+            run_session(store, backend_options(cfg), progress, backend=backend)
+            run_sweep(store, backend_options(cfg), progress)
     return store
 
 
@@ -406,6 +412,15 @@ def resume_run(
     store = ResultStore.open(run_dir)
     require_schema(store.manifest, run_dir)
     _require_registrations(store.manifest, run_dir)
+    with RunDirLock(store.run_dir):  # one writer: a run still going is refused, a dead one's
+        _resume_locked(store, options, progress, make_planner)  # lock taken over
+    return store
+
+
+def _resume_locked(store: ResultStore, options: ResumeOptions, progress: ProgressFn | None,
+                   make_planner: PlannerFactory | None) -> None:
+    """:func:`resume_run` once the run directory's writer lock is held."""
+    run_dir = store.run_dir
     store.remove_stale_temporaries()
     for path, why in store.set_aside_damaged():
         print_message("warning", DAMAGED_PART.format(path=str(path), why=why),
@@ -427,4 +442,3 @@ def resume_run(
     else:
         run_session(store, run_options, progress, rerun=rerun)
         run_sweep(store, run_options, progress)
-    return store
