@@ -539,14 +539,20 @@ def serve_cmd(
         str | None, typer.Option(help="SB3 VecNormalize statistics (.pkl).")
     ] = None,
     device: Annotated[str, typer.Option(help="Policy device: cpu | cuda.")] = "cpu",
+    request_timeout: Annotated[float, typer.Option(
+        help="Longest wait for one request's inference [s], queueing included; then the "
+             "client gets an error frame, and /healthz answers 503 while that act() hangs."
+    )] = 60.0,
 ) -> None:
     """Serve a policy over openpi's WebSocket protocol (for remote: policies)."""
     from robogen.serve import load_server, serve_forever
 
     if not 0 <= port <= 65535:
         _fail(f"--port must be in [0, 65535], got {port}")
+    if not request_timeout > 0:
+        _fail(f"--request-timeout must be > 0 seconds, got {request_timeout!r}")
     server = _guard(load_server, policy, env, obs_mode=obs_mode, vecnormalize=vecnormalize,
-                    api_key=api_key, device=device)
+                    api_key=api_key, device=device, request_timeout_s=request_timeout)
     try:
         serve_forever(server, host, port)
     except OSError as e:

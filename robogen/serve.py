@@ -8,8 +8,13 @@ traceback, then the connection closes with code 1011. ``GET /healthz`` answers 2
 
 Requests read the env's observation from the keys ``observation/state`` (``(obs_dim,)``
 float) and ``observation/image`` (``(H, W, 3) uint8``), the ``remote:`` adapter's defaults.
-Inference runs one request at a time in the server's event loop (policies are not
-thread-safe), as openpi's server does. Each connection is one env slot of the policy; the
+Inference runs one request at a time (policies are not thread-safe), as openpi's server
+does, but on a thread of its own, off the event loop: a request that has not been answered
+within ``request_timeout_s`` gets an error frame (``inference timed out``) and its connection
+closes with 1011, requests queued behind a hung ``act`` time out the same way, ``GET
+/healthz`` keeps answering (503 while an inference has been running past the timeout), and
+SIGINT/SIGTERM stop the server at once (the hung thread is a daemon: it does not hold the
+process). Each connection is one env slot of the policy; the
 robogen extension ``{"__robogen__": "reset", "seed": s}`` (advertised in the metadata as
 ``{"robogen": {"reset": true}}``) starts a new episode in it, with ``policy.reset([slot],
 seeds=[s])`` so seeded policies draw as they do in-process.
@@ -25,8 +30,10 @@ import asyncio
 import hmac
 import http
 import itertools
+import queue
 import signal
 import sys
+import threading
 import time
 import traceback
 from collections.abc import Callable
@@ -46,6 +53,55 @@ PRIVILEGED = (
     "python:, random)"
 )
 BAD_REQUEST = "request key {key!r} {what}; expected {expected}"
+INFER_TIMED_OUT = (
+    "inference timed out after {timeout:g} s (robogen serve --request-timeout){busy}; the "
+    "policy's act() did not return"
+)
+"""Error frame of a request not answered in time (tests reuse it)."""
+HEALTH_BUSY = "inference busy for {busy:.1f} s (past --request-timeout {timeout:g} s)\n"
+"""Body of ``GET /healthz``'s 503 while an inference hangs."""
+DEFAULT_REQUEST_TIMEOUT_S = 60.0
+"""Default per-request inference budget of ``robogen serve`` [s]."""
+
+
+class _InferenceThread:
+    """One daemon thread running inference calls in order (policies are not thread-safe).
+
+    :meth:`submit` returns an asyncio future for the event loop; :attr:`busy_since` is the
+    ``time.monotonic()`` the running call started (None when idle).
+    """
+
+    def __init__(self) -> None:
+        self._jobs: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self.busy_since: float | None = None
+        threading.Thread(target=self._main, name="robogen-serve-inference", daemon=True).start()
+
+    def _main(self) -> None:
+        while True:
+            loop, fut, fn, args = self._jobs.get()
+            self.busy_since = time.monotonic()
+            try:
+                result, error = fn(*args), None
+            except BaseException as e:  # noqa: BLE001 - handed to the event loop
+                result, error = None, e
+            finally:
+                self.busy_since = None
+            loop.call_soon_threadsafe(_settle, fut, result, error)
+
+    def submit(self, fn: Callable[..., Any], *args: Any) -> asyncio.Future[Any]:
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future[Any] = loop.create_future()
+        self._jobs.put((loop, fut, fn, args))
+        return fut
+
+
+def _settle(fut: asyncio.Future[Any], result: Any, error: BaseException | None) -> None:
+    if fut.done():  # the request timed out meanwhile
+        return
+    if error is not None:
+        fut.set_exception(error)
+    else:
+        fut.set_result(result)
 
 
 class PolicyServer:
@@ -56,11 +112,23 @@ class PolicyServer:
         uri: Its URI (sent in the metadata).
         ctx: The :class:`~robogen.policies.base.LoadContext` it was loaded with.
         api_key: If given, every connection must send ``Authorization: Api-Key <key>``.
+        request_timeout_s: Longest wait for one request's inference [s] (> 0), queueing
+            behind another included.
+
+    Raises:
+        InvalidSpecError: If ``request_timeout_s`` is not > 0.
     """
 
-    def __init__(self, policy: Any, uri: str, ctx: Any, api_key: str | None = None) -> None:
+    def __init__(self, policy: Any, uri: str, ctx: Any, api_key: str | None = None,
+                 request_timeout_s: float = DEFAULT_REQUEST_TIMEOUT_S) -> None:
         from robogen.policies.base import policy_capabilities
 
+        if not request_timeout_s > 0:
+            raise InvalidSpecError(f"--request-timeout must be > 0 seconds, got "
+                                   f"{request_timeout_s!r}")
+        self.request_timeout_s = float(request_timeout_s)
+        self._inference: _InferenceThread | None = None
+        self._waiting: set[asyncio.Future[Any]] = set()  # cancelled when the server stops
         self.policy = policy
         self.uri = uri
         self.ctx = ctx
@@ -133,8 +201,17 @@ class PolicyServer:
         return {"actions": actions,
                 "server_timing": {"infer_ms": 1000 * (time.perf_counter() - start)}}
 
+    def _busy_s(self) -> float:
+        """How long the running inference has run [s] (0 when idle)."""
+        since = self._inference.busy_since if self._inference is not None else None
+        return 0.0 if since is None else time.monotonic() - since
+
     def _process_request(self, connection: Any, request: Any) -> Any:
         if request.path == "/healthz":
+            busy = self._busy_s()
+            if busy > self.request_timeout_s:
+                return connection.respond(http.HTTPStatus.SERVICE_UNAVAILABLE, HEALTH_BUSY.format(
+                    busy=busy, timeout=self.request_timeout_s))
             return connection.respond(http.HTTPStatus.OK, "OK\n")
         if self.api_key is not None:
             given = request.headers.get("Authorization", "")
@@ -155,7 +232,7 @@ class PolicyServer:
                 try:
                     if isinstance(frame, str):
                         raise ValueError("text frame received; requests are binary msgpack")
-                    reply = packb(self.infer(slot, unpackb(frame)))
+                    reply = packb(await self._infer_off_loop(slot, unpackb(frame)))
                 except Exception:  # noqa: BLE001 - every error goes back to the client
                     await ws.send(traceback.format_exc())
                     await ws.close(code=CloseCode.INTERNAL_ERROR,
@@ -165,10 +242,32 @@ class PolicyServer:
         except ConnectionClosed:
             return
         finally:
-            try:
-                self.policy.reset([slot])  # forget the slot's state
-            except Exception:  # noqa: BLE001 - best effort
-                pass
+            if self._busy_s() == 0.0:  # not behind a hung act(): forget the slot's state
+                try:
+                    self.policy.reset([slot])
+                except Exception:  # noqa: BLE001 - best effort
+                    pass
+
+    async def _infer_off_loop(self, slot: int, msg: Any) -> dict[str, Any]:
+        """:meth:`infer` on the inference thread, within ``request_timeout_s``.
+
+        Raises:
+            TimeoutError: :data:`INFER_TIMED_OUT` (the call goes on in the background).
+        """
+        if self._inference is None:
+            self._inference = _InferenceThread()
+        fut = self._inference.submit(self.infer, slot, msg)
+        self._waiting.add(fut)
+        try:
+            return await asyncio.wait_for(fut, self.request_timeout_s)
+        except TimeoutError:
+            busy = self._busy_s()
+            note = (f"; another request's act() has been running for {busy:.1f} s"
+                    if busy > self.request_timeout_s else "")
+            raise TimeoutError(INFER_TIMED_OUT.format(timeout=self.request_timeout_s,
+                                                      busy=note)) from None
+        finally:
+            self._waiting.discard(fut)
 
     async def run(self, host: str, port: int, on_ready: Callable[[str, int], None] | None = None
                   ) -> None:
@@ -187,11 +286,14 @@ class PolicyServer:
                 await stop
             except asyncio.CancelledError:
                 pass
+            for fut in list(self._waiting):  # handlers waiting on inference end now, not
+                fut.cancel()  # at their request timeout (a hung act() is left behind)
 
 
 def load_server(uri: str, env_id: str, *, obs_mode: str = "state",
                 vecnormalize: str | None = None, api_key: str | None = None,
-                device: str = "cpu") -> PolicyServer:
+                device: str = "cpu",
+                request_timeout_s: float = DEFAULT_REQUEST_TIMEOUT_S) -> PolicyServer:
     """Load ``uri`` for env ``env_id`` (its spaces build the LoadContext) as a server.
 
     Raises:
@@ -212,7 +314,7 @@ def load_server(uri: str, env_id: str, *, obs_mode: str = "state",
         env.close()
     if isinstance(policy, PrivilegedPolicy):
         raise InvalidSpecError(PRIVILEGED.format(uri=uri))
-    return PolicyServer(policy, uri, ctx, api_key)
+    return PolicyServer(policy, uri, ctx, api_key, request_timeout_s)
 
 
 def serve_forever(server: PolicyServer, host: str = "127.0.0.1", port: int = 8000) -> None:
