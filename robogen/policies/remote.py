@@ -47,7 +47,6 @@ Pairing:
 
 from __future__ import annotations
 
-import functools
 import math
 import os
 import time
@@ -67,13 +66,16 @@ from robogen.errors import (
 )
 from robogen.policies.adapter import AdapterSpec, given_options, parse_remote_uri
 from robogen.policies.base import LoadContext, PolicyCapabilities, register_policy_scheme
-from robogen.policies.wire import WireError, packb, unpackb
+from robogen.policies.remote_link import (
+    Link,
+    ServerError,
+    jsonable,
+    retryable_errors,
+    tail,
+)
 from robogen.types import PolicyLoadInfo, ServerInfo
 
 API_KEY_ENV = "ROBOGEN_API_KEY"
-CLOSE_TIMEOUT_S = 0.1
-"""How long closing a connection waits for the server's close frame [s]: a failed link is
-closed while the unit's deadline runs, and a stopped server never answers."""
 RESET_KEY = "__robogen__"
 UNREACHABLE = (
     "policy server {endpoint} failed {attempts} time(s) (last: {why}); check that it runs "
@@ -104,121 +106,8 @@ PROBE_ERROR = (
 )
 
 
-class ServerError(RuntimeError):
-    """The server answered with an error (a text frame holding its traceback)."""
-
-
 class RemotePolicyWarning(UserWarning):
     """A policy server's replies do not look like what the adapter spec assumes."""
-
-
-def _jsonable(value: Any, depth: int = 0) -> Any:
-    """``value`` (a decoded msgpack frame) made JSON-safe for the manifest: maps with text
-    keys, lists, text cut at 500 characters, arrays as their shape and dtype, non-finite
-    floats as None, anything else as its ``repr``."""
-    if depth > 6:
-        return "..."
-    if isinstance(value, dict):
-        return {(k.decode("utf-8", "replace") if isinstance(k, bytes) else str(k)):
-                _jsonable(v, depth + 1) for k, v in list(value.items())[:100]}
-    if isinstance(value, list | tuple):
-        return [_jsonable(v, depth + 1) for v in value[:100]]
-    if isinstance(value, np.ndarray):
-        return {"ndarray_shape": list(value.shape), "dtype": str(value.dtype)}
-    if isinstance(value, np.generic):
-        value = value.item()
-    if isinstance(value, bytes):
-        value = value.decode("utf-8", "replace")
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if isinstance(value, bool | int) or value is None:
-        return value
-    text = value if isinstance(value, str) else repr(value)
-    return text if len(text) <= 500 else text[:497] + "..."
-
-
-def _tail(text: str, n: int = 300) -> str:
-    lines = [ln for ln in text.strip().splitlines() if ln.strip()]
-    last = lines[-1] if lines else text
-    return last if len(last) <= n else last[: n - 3] + "..."
-
-
-@functools.cache
-def _connect_kwargs() -> dict[str, Any]:
-    """``legacy=True`` where websockets (>= 17) asks for it to return the connection directly."""
-    import inspect
-
-    from websockets.sync.client import connect
-
-    return {"legacy": True} if "legacy" in inspect.signature(connect).parameters else {}
-
-
-class _Link:
-    """One WebSocket connection to a policy server (opened lazily, reopened on failure)."""
-
-    def __init__(self, endpoint: str, spec: AdapterSpec, api_key: str | None) -> None:
-        self.endpoint = endpoint
-        self._spec = spec
-        self._api_key = api_key
-        self._ws: Any = None
-        self.metadata: Any = None
-
-    def open(self, timeout: float | None = None) -> None:
-        """Connect and read the metadata frame, within ``timeout`` [s] each (default
-        ``timeout_s``)."""
-        from websockets.sync.client import connect
-
-        wait = self._spec.timeout_s if timeout is None else timeout
-        headers = {"Authorization": f"Api-Key {self._api_key}"} if self._api_key else None
-        ws = connect(self.endpoint, compression=None, max_size=None,
-                     open_timeout=wait, close_timeout=CLOSE_TIMEOUT_S,
-                     additional_headers=headers, **_connect_kwargs())
-        try:
-            self.metadata = self._decode(ws.recv(timeout=wait))
-        except BaseException:
-            ws.close()
-            raise
-        self._ws = ws
-
-    @staticmethod
-    def _decode(frame: Any) -> Any:
-        if isinstance(frame, str):
-            raise ServerError(frame)
-        return unpackb(frame)
-
-    def request(self, message: dict[str, Any], timeout: float | None = None) -> Any:
-        """Send ``message`` and return the decoded reply (one try, opening if needed), waiting
-        at most ``timeout`` [s] (default ``timeout_s``)."""
-        wait = self._spec.timeout_s if timeout is None else timeout
-        if self._ws is None:
-            self.open(wait)
-        self._ws.send(packb(message))
-        return self._decode(self._ws.recv(timeout=wait))
-
-    @property
-    def is_open(self) -> bool:
-        return self._ws is not None
-
-    @property
-    def resets(self) -> bool:
-        meta = self.metadata if isinstance(self.metadata, dict) else {}
-        robogen = meta.get("robogen")
-        return isinstance(robogen, dict) and robogen.get("reset") is True
-
-    def close(self) -> None:
-        ws, self._ws = self._ws, None
-        if ws is not None:
-            try:
-                ws.close()
-            except Exception:  # noqa: BLE001 - closing a broken socket is best effort
-                pass
-
-
-def _retryable() -> tuple[type[BaseException], ...]:
-    from websockets.exceptions import InvalidHandshake, WebSocketException
-
-    return (OSError, TimeoutError, EOFError, WebSocketException, InvalidHandshake, ServerError,
-            WireError)
 
 
 def _resize_with_pad(img: np.ndarray, height: int, width: int) -> np.ndarray:
@@ -267,7 +156,7 @@ class RemotePolicy:
         self._act_shape = tuple(getattr(ctx.action_space, "shape", ()) or ())
         self._api_key = api_key
         self._base = ctx.worker_index % len(self.endpoints)
-        self._links: dict[int, _Link] = {}
+        self._links: dict[int, Link] = {}
         self._route: dict[int, int] = {}
         self._queues: dict[int, deque[np.ndarray]] = {}
         self._seeds: dict[int, int] = {}
@@ -379,12 +268,12 @@ class RemotePolicy:
         """Seconds until the unit's deadline (inf without one)."""
         return math.inf if self._deadline is None else self._deadline - time.monotonic()
 
-    def _link(self, slot: int) -> _Link:
+    def _link(self, slot: int) -> Link:
         """The connection of ``slot`` to its current endpoint (see :meth:`_fail_over`)."""
         link = self._links.get(slot)
         if link is None:
             index = self._route.setdefault(slot, (self._base + slot) % len(self.endpoints))
-            link = self._links[slot] = _Link(self.endpoints[index], self.spec, self._api_key)
+            link = self._links[slot] = Link(self.endpoints[index], self.spec, self._api_key)
         return link
 
     def _usable(self, slot: int) -> int | None:
@@ -454,9 +343,9 @@ class RemotePolicy:
                         1000 * (time.perf_counter() - start))
                 self._down.pop(index, None)
                 return reply
-            except _retryable() as e:
+            except retryable_errors() as e:
                 self._fail_over(slot)
-                why = f"{link.endpoint}: {type(e).__name__}: {_tail(str(e)) or 'no detail'}"
+                why = f"{link.endpoint}: {type(e).__name__}: {tail(str(e)) or 'no detail'}"
                 if last_try:  # a down endpoint's one try in this unit: down again at once
                     self._down[index] = why
                 else:
@@ -567,7 +456,7 @@ class RemotePolicy:
             return InfrastructureTimeoutError(BUDGET_SPENT.format(endpoint=endpoint, why=why))
 
         for endpoint in self.endpoints:
-            link = _Link(endpoint, self.spec, self._api_key)
+            link = Link(endpoint, self.spec, self._api_key)
             try:
                 for attempt in range(self.spec.retries + 1):
                     if self._left() <= 0:
@@ -575,9 +464,9 @@ class RemotePolicy:
                     try:
                         link.open(min(self.spec.timeout_s, self._left()))
                         break
-                    except _retryable() as e:
+                    except retryable_errors() as e:
                         link.close()
-                        why = f"{type(e).__name__}: {_tail(str(e))}"
+                        why = f"{type(e).__name__}: {tail(str(e))}"
                         pause = self.spec.backoff_s * 2**attempt
                         if attempt < self.spec.retries and pause >= self._left():
                             raise spent(endpoint, why) from e
@@ -589,9 +478,9 @@ class RemotePolicy:
                     reply = link.request(msg, max(min(self.spec.timeout_s, self._left()), 1e-3))
                 except ServerError as e:
                     raise InvalidSpecError(PROBE_ERROR.format(
-                        endpoint=endpoint, keys=sorted(msg), tail=_tail(str(e)))) from e
-                except _retryable() as e:
-                    why = f"{type(e).__name__}: {_tail(str(e))}"
+                        endpoint=endpoint, keys=sorted(msg), tail=tail(str(e)))) from e
+                except retryable_errors() as e:
+                    why = f"{type(e).__name__}: {tail(str(e))}"
                     if self._left() <= 0:
                         raise spent(endpoint, why) from e
                     raise InfrastructureError(UNREACHABLE.format(
@@ -600,7 +489,7 @@ class RemotePolicy:
                 link.close()
             chunk = self.chunk(reply, endpoint)
             raw = reply[self.spec.action_key]
-            meta = _jsonable(link.metadata)
+            meta = jsonable(link.metadata)
             servers.append(ServerInfo(
                 endpoint=endpoint, action_horizon=int(chunk.shape[0]),
                 action_dim=int(raw.shape[-1]) if getattr(raw, "ndim", 0) else 1,

@@ -59,18 +59,20 @@ def unit_budget_s(manifest: EvalManifest, unit: WorkUnit, unit_timeout_s: float 
     ``UNIT_SETUP_BUDGET_S + STEP_BUDGET_S * max_steps * len(unit.episode_indices)``
     (the episodes of a unit are stepped in lockstep on one core).
     """
-    if unit_timeout_s is not None:
-        return float(unit_timeout_s)
-    return UNIT_SETUP_BUDGET_S + STEP_BUDGET_S * manifest.max_steps * len(unit.episode_indices)
+    return _budget_s(manifest, len(unit.episode_indices), unit_timeout_s)
 
 
 def load_budget_s(manifest: EvalManifest, unit_timeout_s: float | None = None) -> float:
     """Wall-clock budget [s] of a worker's policy load: that of a full unit
     (:func:`unit_budget_s` of ``batch_size`` episodes), so a replacement worker whose policy
     server hangs is bounded like the unit it replaces, not by the start-up timeout."""
+    return _budget_s(manifest, manifest.batch_size, unit_timeout_s)
+
+
+def _budget_s(manifest: EvalManifest, n_episodes: int, unit_timeout_s: float | None) -> float:
     if unit_timeout_s is not None:
         return float(unit_timeout_s)
-    return UNIT_SETUP_BUDGET_S + STEP_BUDGET_S * manifest.max_steps * manifest.batch_size
+    return UNIT_SETUP_BUDGET_S + STEP_BUDGET_S * manifest.max_steps * n_episodes
 
 
 @dataclass(frozen=True, slots=True)
