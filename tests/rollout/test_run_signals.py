@@ -65,17 +65,26 @@ def test_sigterm_keeps_the_parts_prints_the_resume_and_exits_143(tmp_path: Path,
 def test_a_second_writer_is_refused_and_a_dead_ones_lock_is_taken_over(tmp_path: Path) -> None:
     """Two real processes on one run directory: a --resume of a run still going exits 2
     naming the running process (and touches nothing); once that process is killed (SIGKILL:
-    no clean-up at all), --resume takes its stale lock over and finishes the run."""
+    no clean-up at all), --resume takes its stale lock over and finishes the run. The first
+    writer is held inside its second unit by a policy that hangs there while a flag file
+    exists (``tests/fixtures/infra_policies.py:hang``), so it is surely still running."""
     from robogen.rollout.lock import LOCK_FILE, RUN_DIR_BUSY
 
     out = tmp_path / "run"
+    flag = tmp_path / "hang"
+    flag.touch()
     env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
-    first = subprocess.Popen([sys.executable, "-m", "robogen.cli", *ARGS, "--backend", "serial",
-                              "--out", str(out)], stdout=subprocess.DEVNULL,
-                             stderr=subprocess.DEVNULL, env=env)
+    env["ROBOGEN_TEST_HANG_FLAG"] = str(flag)
+    args = ["eval", "--env", "robogen/Reach-v0", "--policy",
+            "python:tests/fixtures/infra_policies.py:hang", "--axes", "embodiment",
+            "--severities", "1", "--episodes", "4", "--batch-size", "1", "--max-steps", "20",
+            "--videos", "0", "--backend", "serial", "--out", str(out)]
+    first = subprocess.Popen([sys.executable, "-m", "robogen.cli", *args],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
     try:
         deadline = time.time() + 180
         while not list((out / EPISODES_DIR).glob("unit-*.parquet")) and time.time() < deadline:
+            assert first.poll() is None
             time.sleep(0.05)
         parts = {p.name for p in (out / EPISODES_DIR).iterdir()}
         second = subprocess.run([sys.executable, "-m", "robogen.cli", "eval", "--resume",
@@ -85,13 +94,14 @@ def test_a_second_writer_is_refused_and_a_dead_ones_lock_is_taken_over(tmp_path:
         text = " ".join(second.stderr.split())
         assert RUN_DIR_BUSY.split("{pid}")[0].format(run_dir=str(out)) + str(first.pid) in text
         assert first.poll() is None  # the first writer goes on, its files untouched
-        assert parts <= {p.name for p in (out / EPISODES_DIR).iterdir()}
+        assert parts == {p.name for p in (out / EPISODES_DIR).iterdir()}
     finally:
         first.kill()
         first.wait(30)
     assert (out / LOCK_FILE).is_file()  # left behind by the killed writer: stale
+    flag.unlink()
     resumed = subprocess.run([sys.executable, "-m", "robogen.cli", "eval", "--resume", str(out),
                               "--backend", "serial"], capture_output=True, text=True, env=env,
                              timeout=240)
     assert resumed.returncode == 0, resumed.stderr[-3000:]
-    assert len(ResultStore.open(out).load_results()) == 2 * 60
+    assert len(ResultStore.open(out).load_results()) == 2 * 4
