@@ -308,6 +308,10 @@ class PolicyLoadInfo(Record):
     servers: tuple[ServerInfo, ...] = ()
 
 
+POLICY_INPUTS = ("observation", "simulator", "prompt")
+"""What a policy may read (:attr:`EvalManifest.policy_inputs`)."""
+
+
 SEQUENTIAL_METHOD = "betting-hedged-capital"
 """Interval method of a sequential (``--episodes auto``) run's gaps (the confidence sequence
 of :mod:`robogen.reports.anytime`)."""
@@ -387,6 +391,10 @@ class EvalManifest(Record):
         plugins: Modules outside robogen that registered the env family, policy scheme or
             axes this run uses (:mod:`robogen.plugins`); every worker imports them before
             it builds an env, and a resume imports them. Not hashed.
+        policy_inputs: What the policy reads (:data:`POLICY_INPUTS`): ``observation`` (the
+            env's observation), ``simulator`` (a privileged expert's simulator state),
+            ``prompt``; per-step corruptions of what it does not read are flagged "not
+            observed". Empty: unknown (a manifest from before the field). Not hashed.
     """
 
     schema_version: int
@@ -416,3 +424,4 @@ class EvalManifest(Record):
     policy_load: PolicyLoadInfo = field(default_factory=PolicyLoadInfo)
     sequential: SequentialRule | None = None
     plugins: tuple[str, ...] = ()
+    policy_inputs: tuple[str, ...] = ()

@@ -77,6 +77,7 @@ def test_old_report_json_loads_and_writes_back_byte_for_byte() -> None:
     # fields added since the fixture was written (--episodes auto) are null at their default
     assert written.pop("sequential") is None and written["manifest"].pop("sequential") is None
     assert written["manifest"].pop("plugins") == []  # no plug-in (issue 25)
+    assert written["manifest"].pop("policy_inputs") == []  # unknown (issue 24)
     assert written["manifest"]["policy_load"].pop("servers") == []  # not remote (issue 27)
     # a render without tessellation fields rendered with MuJoCo's 28 x 16 and reads so
     render = written["manifest"]["render"]
@@ -119,8 +120,9 @@ def test_old_manifest_loads_with_the_defaults_of_later_fields() -> None:
     assert {k: d[k] for k in old} == old  # every value it had is kept as it was
     d = to_dict(m)
     assert set(d) - set(old) == {
-        "deterministic_actions", "reward_source", "policy_load", "sequential", "plugins"}
-    assert m.sequential is None and m.plugins == ()
+        "deterministic_actions", "reward_source", "policy_load", "sequential", "plugins",
+        "policy_inputs"}
+    assert m.sequential is None and m.plugins == () and m.policy_inputs == ()
     assert m.policy_load.replaced == () and m.deterministic_actions is True
     assert EvalManifest.from_dict(json.loads(json.dumps(d))) == m
 

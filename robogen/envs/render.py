@@ -392,6 +392,31 @@ class PendingFrame:
         return self._task.done()
 
 
+class MappedFrame(PendingFrame):
+    """A :class:`PendingFrame` whose image goes through ``fn`` once drawn (an image
+    corruption of the ``sensor`` axis), computed on the first :meth:`result` and kept."""
+
+    __slots__ = ("_fn", "_image")
+
+    def __init__(self, frame: PendingFrame, fn: Callable[[np.ndarray], np.ndarray]) -> None:
+        super().__init__(frame._task)
+        self._fn = fn
+        self._image: np.ndarray | None = None
+
+    def result(self, timeout: float | None = None) -> np.ndarray:
+        """``fn(image)``; see :meth:`PendingFrame.result`."""
+        if self._image is None:
+            self._image = self._fn(super().result(timeout))
+        return self._image
+
+
+def map_frame(frame: Any, fn: Callable[[np.ndarray], np.ndarray]) -> Any:
+    """``fn(frame)`` for an image, a :class:`MappedFrame` for a :class:`PendingFrame`."""
+    if isinstance(frame, PendingFrame):
+        return MappedFrame(frame, fn)
+    return fn(frame)
+
+
 def resolve_frames(obs: Any) -> Any:
     """``obs`` with every :class:`PendingFrame` (alone or in a dict) replaced by its image.
 

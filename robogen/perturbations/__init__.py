@@ -1,6 +1,6 @@
 """Perturbation axes (factors of variation) and the wrapper that applies them at reset.
 
-Importing this package registers the eight axes in :data:`AXES`:
+Importing this package registers the ten axes in :data:`AXES`:
 
 =============  ==========  ==================================================================
 axis           kind        what changes
@@ -13,6 +13,9 @@ camera         visual      observation camera azimuth, elevation, distance, fovy
 embodiment     structural  link lengths (recompile), link masses, joint damping, gains
 physics        physical    friction, object mass, gravity magnitude and tilt
 object_pose    physical    object/target placement offsets after the env's reset
+sensor         sensor      observation corruption per step: noise, JPEG/quantization, blur/lag,
+                           dropped frames (the policy's input only; the scene is untouched)
+action         actuation   action noise, k-step latency, sticky repeats, bias per step
 =============  ==========  ==================================================================
 
 Use :class:`PerturbedEnv` to apply a condition (a sequence of
@@ -22,6 +25,7 @@ Use :class:`PerturbedEnv` to apply a condition (a sequence of
 from __future__ import annotations
 
 from robogen.perturbations import (  # noqa: F401  (importing registers the axes)
+    action,
     background,
     camera,
     distractors,
@@ -29,8 +33,10 @@ from robogen.perturbations import (  # noqa: F401  (importing registers the axes
     lighting,
     object_pose,
     physics,
+    sensor,
     texture,
 )
+from robogen.perturbations.action import ActionAxis, ActionPerturbation
 from robogen.perturbations.background import BackgroundAxis, BackgroundPerturbation
 from robogen.perturbations.base import (
     AXES,
@@ -47,14 +53,16 @@ from robogen.perturbations.embodiment import EmbodimentAxis, EmbodimentPerturbat
 from robogen.perturbations.lighting import LightingAxis, LightingPerturbation
 from robogen.perturbations.object_pose import ObjectPoseAxis, ObjectPosePerturbation
 from robogen.perturbations.physics import PhysicsAxis, PhysicsPerturbation
+from robogen.perturbations.sensor import SensorAxis, SensorPerturbation
 from robogen.perturbations.texture import TextureAxis, TexturePerturbation
 from robogen.perturbations.wrapper import PerturbedEnv, SimulationUnstableError, axis_rng
 
 __all__ = [
-    "AXES", "AXIS_KINDS", "Axis", "BackgroundAxis", "BackgroundPerturbation", "CameraAxis",
-    "CameraPerturbation", "DistractorsAxis", "DistractorsPerturbation", "EmbodimentAxis",
-    "EmbodimentPerturbation", "LightingAxis", "LightingPerturbation", "ObjectPoseAxis",
-    "ObjectPosePerturbation", "Perturbation", "PerturbedEnv", "PhysicsAxis",
-    "PhysicsPerturbation", "SimulationUnstableError", "TextureAxis", "TexturePerturbation",
-    "axis_rng", "check_level", "make_axis", "register_axis",
+    "AXES", "AXIS_KINDS", "ActionAxis", "ActionPerturbation", "Axis", "BackgroundAxis",
+    "BackgroundPerturbation", "CameraAxis", "CameraPerturbation", "DistractorsAxis",
+    "DistractorsPerturbation", "EmbodimentAxis", "EmbodimentPerturbation", "LightingAxis",
+    "LightingPerturbation", "ObjectPoseAxis", "ObjectPosePerturbation", "Perturbation",
+    "PerturbedEnv", "PhysicsAxis", "PhysicsPerturbation", "SensorAxis", "SensorPerturbation",
+    "SimulationUnstableError", "TextureAxis", "TexturePerturbation", "axis_rng", "check_level",
+    "make_axis", "register_axis",
 ]

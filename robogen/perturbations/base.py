@@ -16,6 +16,12 @@ design of dm_control's ``composer.variation``):
 3. ``apply_state``: edits of ``MjData`` after the env's own reset (object
    placement, distractor placement), so they survive the reset.
 
+A perturbation may also act at every step, between the policy and the scene
+(the ``sensor`` and ``action`` axes): :meth:`Perturbation.step_filter` makes a
+:class:`StepFilter` at each reset, holding that episode's state (its random
+stream, a queue of delayed actions, the last observation), which the wrapper
+passes every action and observation through.
+
 Severity is a float in [0, 1]: 0 is exactly the nominal scene (no edit at all),
 1 the widest shift the axis defines. ``split`` selects the Factor-World value
 set: ``train``, the disjoint held-out ``test``, or ``all``.
@@ -26,8 +32,10 @@ from __future__ import annotations
 import dataclasses
 import json
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, ClassVar
+
+import numpy as np
 
 from robogen.errors import MUST_BE_IN_RANGE, InvalidPerturbationError
 from robogen.registry import Registry
@@ -35,11 +43,12 @@ from robogen.types import SPLITS
 
 if TYPE_CHECKING:
     import mujoco
-    import numpy as np
 
     from robogen.envs.base import MujocoScene
 
-AXIS_KINDS = ("visual", "physical", "structural")
+AXIS_KINDS = ("visual", "physical", "structural", "sensor", "actuation")
+"""What an axis acts on: the rendered scene, the dynamics, the scene's structure, the
+observation the policy gets (``sensor``) or the action the robot executes (``actuation``)."""
 BAD_SPLIT = "split must be one of {choices}, got {value!r}"
 
 
@@ -56,6 +65,49 @@ def check_level(severity: float, split: str) -> None:
         )
     if split not in SPLITS:
         raise InvalidPerturbationError(BAD_SPLIT.format(choices=SPLITS, value=split))
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class FilterContext:
+    """What a :class:`StepFilter` may need to know about the env.
+
+    Attributes:
+        action_low: ``(action_dim,) float64`` lower action bounds, or None (unbounded).
+        action_high: ``(action_dim,) float64`` upper action bounds, or None.
+        action_shape: Shape of one action.
+        state_spread: Returns the ``(obs_dim,) float64`` per-dimension standard deviation of
+            the state observation over nominal episodes (measured once per env on first
+            call, see :meth:`~robogen.perturbations.wrapper.PerturbedEnv.state_spread`), or
+            None if the observation has no state vector.
+    """
+
+    action_low: np.ndarray | None
+    action_high: np.ndarray | None
+    action_shape: tuple[int, ...]
+    state_spread: Callable[[], np.ndarray | None]
+
+
+class StepFilter:
+    """One episode's per-step effect of a perturbation (made at reset, dropped at the next).
+
+    The wrapper calls :meth:`action` on the action the policy chose before the env steps
+    and :meth:`observation` on every observation (the reset's included) before the policy
+    sees it. The defaults pass values through unchanged.
+
+    Attributes:
+        applied: JSON-compatible dict recorded as the perturbation's ``applied`` (what the
+            filter acts on in this env); empty records nothing.
+    """
+
+    applied: dict[str, Any] = {}  # read-only default: subclasses assign their own
+
+    def action(self, action: np.ndarray) -> np.ndarray:
+        """The action the env executes instead of ``action`` (same shape and dtype)."""
+        return action
+
+    def observation(self, obs: Any) -> Any:
+        """The observation the policy gets instead of ``obs`` (same structure)."""
+        return obs
 
 
 class Perturbation(ABC):  # noqa: B024 - every stage has a no-op default
@@ -112,6 +164,14 @@ class Perturbation(ABC):  # noqa: B024 - every stage has a no-op default
         """
         return self.apply_state(model, data, scene), {}
 
+    def step_filter(self, context: FilterContext) -> StepFilter | None:
+        """This episode's per-step filter (a fresh one at every reset), or None if the
+        perturbation does not act per step (the default) or has nothing to act on here.
+
+        A perturbation whose filter is not None is recorded as ``changed``.
+        """
+        return None
+
     def textures_touched(self, model: mujoco.MjModel) -> tuple[int, ...]:
         """Texture ids whose ``tex_data`` ``apply_model`` writes (re-uploaded by the wrapper)."""
         return ()
@@ -127,7 +187,7 @@ class Axis(ABC):
 
     Class attributes:
         name: Registry key (``lighting``, ``texture``, ...).
-        kind: ``visual``, ``physical`` or ``structural``.
+        kind: One of :data:`AXIS_KINDS`.
         description: One line shown by ``robogen list``.
         required_roles: :class:`~robogen.envs.base.SceneRoles` fields the axis acts on, with
             the words that name them; the scene must set at least one (see

@@ -21,7 +21,10 @@ At ``reset`` (never per step) the wrapper:
 5. resets the wrapped env with ``seed``;
 6. applies ``apply_state`` of each perturbation; if any changed the state, runs
    ``mj_forward`` and takes the observation again from ``scene.observe()``;
-7. reports ``info["robogen"]["perturbations"]`` and ``info["robogen"]["changed_axes"]``.
+7. makes the episode's step filters (:meth:`Perturbation.step_filter`: the ``sensor`` and
+   ``action`` axes), passes the reset's observation through them, and from then on every
+   action before the env steps and every observation it returns;
+8. reports ``info["robogen"]["perturbations"]`` and ``info["robogen"]["changed_axes"]``.
    Each record holds the sampled ``values``, ``changed``, and, for axes whose
    effect can differ from what was sampled, ``applied``: what the scene got
    (``object_pose``: each offset after clipping, a ``clipped`` flag and the
@@ -51,7 +54,14 @@ import numpy as np
 from robogen.envs.base import MujocoScene, find_scene
 from robogen.errors import InvalidPerturbationError, RobogenError, SceneError
 from robogen.perturbations import _util as u
-from robogen.perturbations.base import Axis, Perturbation, check_level, make_axis
+from robogen.perturbations.base import (
+    Axis,
+    FilterContext,
+    Perturbation,
+    StepFilter,
+    check_level,
+    make_axis,
+)
 from robogen.types import AxisLevel
 
 DUPLICATE_AXIS = "axis {axis!r} appears more than once in the levels {levels}; give each axis once"
@@ -64,6 +74,11 @@ UNSTABLE = (
     "model's time step if this happens at nominal"
 )
 
+
+SPREAD_SEEDS = (0, 1, 2, 3)
+"""Reset seeds of the nominal episodes :meth:`PerturbedEnv.state_spread` measures."""
+SPREAD_STEPS = 50
+"""Steps of uniformly random actions per such episode."""
 
 BAD_STATE_WARNINGS = (
     mujoco.mjtWarning.mjWARN_BADQPOS, mujoco.mjtWarning.mjWARN_BADQVEL,
@@ -163,6 +178,8 @@ class PerturbedEnv(gym.Wrapper[Any, Any, Any, Any], gym.utils.RecordConstructorA
         taken once per data object (building them costs more than the per-step check)."""
         self._last: tuple[Perturbation, ...] = ()
         self._fields_cache: tuple[int, list[str]] | None = None
+        self._filters: tuple[StepFilter, ...] = ()
+        self._spread: tuple[np.ndarray | None] | None = None
 
     # -- public ------------------------------------------------------------------------------
 
@@ -185,6 +202,26 @@ class PerturbedEnv(gym.Wrapper[Any, Any, Any, Any], gym.utils.RecordConstructorA
     def nominal_model(self) -> mujoco.MjModel:
         """Pristine copy of the nominal model (do not edit)."""
         return self._base_pristine
+
+    def state_spread(self) -> np.ndarray | None:
+        """Per-dimension spread of the state observation in nominal episodes (the ``sensor``
+        axis scales state corruptions by it).
+
+        Measured once per env, on its first call: the nominal scene is reset with each seed
+        of :data:`SPREAD_SEEDS` and stepped :data:`SPREAD_STEPS` times with uniformly random
+        actions (seeded; standard normal where the action space is unbounded), and the
+        standard deviation of every state dimension over those states is kept (non-finite
+        states are skipped; a constant dimension has spread 0 and gets no corruption). The
+        env's own random generator is reseeded by those resets; robogen's rollouts always
+        reset with a seed, so their episodes do not depend on it.
+
+        Returns:
+            ``(obs_dim,) float64`` (the ``state`` part of a ``state+pixels`` observation), or
+            None if the observation has no state vector (``pixels``).
+        """
+        if self._spread is None:
+            self._spread = (self._measure_spread(),)
+        return self._spread[0]
 
     def set_levels(self, levels: Sequence[AxisLevel | dict[str, Any]]) -> None:
         """Change the condition; takes effect at the next reset.
@@ -227,6 +264,8 @@ class PerturbedEnv(gym.Wrapper[Any, Any, Any, Any], gym.utils.RecordConstructorA
             perts.append(self._axis(lv.axis).sample(axis_rng(pseed, lv.axis), lv.severity,
                                                     lv.split, self._scene))
         changed = [False] * len(perts)
+        if self._spread is None and any(p.axis == "sensor" for p in perts):
+            self.state_spread()  # measured on the nominal scene, before any edit is installed
 
         # (3) structure
         spec_changed = self._install_structure(perts)
@@ -264,7 +303,19 @@ class PerturbedEnv(gym.Wrapper[Any, Any, Any, Any], gym.utils.RecordConstructorA
         self._bad_list = _bad_counts(data)
         self._steps = 0
         self._last = tuple(perts)
-        # (7) records
+        # (7) step filters
+        context = self._filter_context()
+        filters = []
+        for i, p in enumerate(perts):
+            f = p.step_filter(context)
+            if f is not None:
+                filters.append(f)
+                changed[i] = True
+                applied[i] = {**applied[i], **f.applied}
+        self._filters = tuple(filters)
+        for f in filters:
+            obs = f.observation(obs)
+        # (8) records
         records = [{**p.to_record(), "changed": c, **({"applied": a} if a else {})}
                    for p, c, a in zip(perts, changed, applied, strict=True)]
         info = dict(info)
@@ -275,12 +326,23 @@ class PerturbedEnv(gym.Wrapper[Any, Any, Any, Any], gym.utils.RecordConstructorA
         return obs, info
 
     def step(self, action: Any) -> tuple[Any, Any, bool, bool, dict[str, Any]]:
-        """Step the env.
+        """Step the env: the action and the observation go through the episode's step filters.
 
         Raises:
             SimulationUnstableError: If the state is non-finite or MuJoCo reported a
                 diverged state during the step.
         """
+        filters = self._filters
+        if not filters:
+            return self._checked_step(action)
+        for f in filters:
+            action = f.action(action)
+        obs, reward, terminated, truncated, info = self._checked_step(action)
+        for f in filters:
+            obs = f.observation(obs)
+        return obs, reward, terminated, truncated, info
+
+    def _checked_step(self, action: Any) -> tuple[Any, Any, bool, bool, dict[str, Any]]:
         result = self.env.step(action)
         self._steps += 1
         data = self._scene.data
@@ -321,6 +383,61 @@ class PerturbedEnv(gym.Wrapper[Any, Any, Any, Any], gym.utils.RecordConstructorA
         return state
 
     # -- internals ---------------------------------------------------------------------------
+
+    def _filter_context(self) -> FilterContext:
+        space = self.action_space
+        low, high = getattr(space, "low", None), getattr(space, "high", None)
+        return FilterContext(
+            action_low=None if low is None else np.asarray(low, np.float64),
+            action_high=None if high is None else np.asarray(high, np.float64),
+            action_shape=tuple(getattr(space, "shape", ()) or ()),
+            state_spread=self.state_spread,
+        )
+
+    def _measure_spread(self) -> np.ndarray | None:
+        """See :meth:`state_spread`."""
+        def state_of(obs: Any) -> np.ndarray | None:
+            if isinstance(obs, dict):
+                obs = obs.get("state")
+            if obs is None:
+                return None
+            x = np.asarray(obs) if isinstance(obs, np.ndarray) else None
+            if x is None or x.dtype == np.uint8 or not np.issubdtype(x.dtype, np.number):
+                return None
+            return x.astype(np.float64)
+
+        self._install_structure([])
+        model = self._scene.model
+        for path in self._model_fields(model):
+            u.copy_field(model, self._pristine, path)
+        space = self.action_space
+        low, high = getattr(space, "low", None), getattr(space, "high", None)
+        shape = tuple(getattr(space, "shape", ()) or ())
+        rng = np.random.default_rng(0)
+        states: list[np.ndarray] = []
+        for seed in SPREAD_SEEDS:
+            obs, _ = self.env.reset(seed=seed)
+            x = state_of(obs)
+            if x is None:
+                return None
+            states.append(x)
+            for _ in range(SPREAD_STEPS):
+                if low is not None and high is not None and np.all(np.isfinite(low)) \
+                        and np.all(np.isfinite(high)):
+                    a = rng.uniform(low, high).astype(np.float32)
+                else:
+                    a = rng.normal(size=shape).astype(np.float32)
+                try:
+                    obs, _, terminated, truncated, _ = self.env.step(a)
+                except Exception:  # noqa: BLE001 - a diverging calibration episode ends it
+                    break
+                x = state_of(obs)
+                if x is None or not np.all(np.isfinite(x)):
+                    break
+                states.append(x)
+                if terminated or truncated:
+                    break
+        return np.std(np.stack(states), axis=0)
 
     def _axis(self, name: str) -> Axis:
         if name not in self._axes:

@@ -183,6 +183,15 @@ class RecordsLoad(Policy, Protocol):
     load_info: PolicyLoadInfo
 
 
+def policy_inputs(policy: Any) -> tuple[str, ...]:
+    """What ``policy`` reads (:data:`~robogen.types.POLICY_INPUTS`): ``("simulator",)`` for a
+    :class:`PrivilegedPolicy` (it reads the simulator, not the observation), else
+    ``("observation",)``, plus ``"prompt"`` if it has a non-empty ``prompt`` attribute."""
+    if isinstance(policy, PrivilegedPolicy):
+        return ("simulator",)
+    return ("observation", "prompt") if getattr(policy, "prompt", None) else ("observation",)
+
+
 def policy_load_info(policy: Any) -> PolicyLoadInfo:
     """``policy.load_info`` of a :class:`RecordsLoad` policy, else an empty record."""
     if isinstance(policy, RecordsLoad) and isinstance(policy.load_info, PolicyLoadInfo):

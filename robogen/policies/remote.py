@@ -170,6 +170,11 @@ class RemotePolicy:
         """Down endpoints that get one try in this unit (they were down in the last)."""
 
     # -- messages --------------------------------------------------------------------
+    @property
+    def prompt(self) -> str:
+        """The language instruction sent with every request (``""``: none)."""
+        return self.spec.prompt
+
     def view_scenes(self, scenes: Sequence[Any]) -> None:
         """Bind env slot k to ``scenes[k]``, whose :attr:`AdapterSpec.cameras` are rendered
         for the image keys after the first (see :class:`~robogen.policies.base.SceneViewing`).

@@ -341,6 +341,7 @@ def _status(
     obs_mode: str,
     kinds: Mapping[str, str],
     env_id: str,
+    inputs: Sequence[str] = (),
 ) -> tuple[str, str]:
     n = len(rs)
     if n == 0:
@@ -359,28 +360,45 @@ def _status(
     partial = [f"{a} {k}/{n}" for a, k in applied.items() if 0 < k < n]
     if partial:
         notes.append(f"applied in only some episodes: {', '.join(partial)}")
-    if obs_mode == "state":
-        visual = [
-            a for a in c.axes
-            if kinds.get(a) == "visual" and applied[a] and not _made_physical(rs, a)
-        ]
+    unseen = _unobserved(c, rs, obs_mode, kinds, inputs, applied)
+    if unseen:
         active = [a for a in c.axes if applied[a]]
-        if visual and len(visual) == len(active):
-            notes.insert(
-                0,
-                f"the policy observes {obs_mode!r} only, so this visual change "
-                "cannot reach it; a gap means the axis also changed the state or dynamics",
-            )
+        if len(unseen) == len(active):
+            notes.insert(0, next(iter(unseen.values())))
             return STATUS_NOT_OBSERVED, "; ".join(notes)
-        if visual:
-            notes.append(f"not observed by this policy: {', '.join(visual)}")
+        notes.append(f"not observed by this policy: {', '.join(unseen)}")
     return STATUS_OK, "; ".join(notes)
+
+
+def _unobserved(
+    c: Condition,
+    rs: Sequence[EpisodeResult],
+    obs_mode: str,
+    kinds: Mapping[str, str],
+    inputs: Sequence[str],
+    applied: Mapping[str, int],
+) -> dict[str, str]:
+    """The applied axes of ``c`` that cannot reach the policy, with why: a visual axis on a
+    state policy (unless it also changed the dynamics), a sensor axis on a policy that reads
+    the simulator instead of its observation (a privileged expert)."""
+    out: dict[str, str] = {}
+    for a in c.axes:
+        if not applied[a]:
+            continue
+        kind = kinds.get(a)
+        if kind == "visual" and obs_mode == "state" and not _made_physical(rs, a):
+            out[a] = (f"the policy observes {obs_mode!r} only, so this visual change cannot "
+                      "reach it; a gap means the axis also changed the state or dynamics")
+        elif kind == "sensor" and inputs and "observation" not in inputs:
+            out[a] = ("the policy reads the simulator's state (a privileged expert), not its "
+                      "observation, so this sensor corruption cannot reach it")
+    return out
 
 
 def _axis_gap(c: Condition, p: _Paired, obs_mode: str, kinds: Mapping[str, str]) -> AxisGap:
     recorded = p.by_cond[c.name]
     rs = [r for r in recorded if not is_invalid(r)]
-    status, note = _status(c, rs, obs_mode, kinds, p.manifest.env_id)
+    status, note = _status(c, rs, obs_mode, kinds, p.manifest.env_id, p.manifest.policy_inputs)
     lost = [r for r in recorded if is_invalid(r) or r.episode_index in p.nom_invalid]
     if recorded and len(lost) > INVALID_SHARE_LIMIT * len(recorded):
         own = sum(is_invalid(r) for r in recorded)

@@ -75,6 +75,7 @@ before ``--episodes auto``) keep their hash."""
 
 RECORD_ONLY_FIELDS: tuple[str, ...] = (
     "versions", "spec_hash", "deterministic_actions", "reward_source", "policy_load", "plugins",
+    "policy_inputs",
 )
 """Manifest fields recorded for readers but left out of :func:`spec_hash`: facts this version
 of robogen fixes (or that describe the checkpoint, not the protocol), so a manifest
@@ -273,7 +274,7 @@ def build_manifest(cfg: EvalConfig, env: Any, policy: Any) -> EvalManifest:
     """
     from robogen.envs.base import find_scene
     from robogen.policies import resolve_policy_uri
-    from robogen.policies.base import PrivilegedPolicy, policy_load_info
+    from robogen.policies.base import PrivilegedPolicy, policy_inputs, policy_load_info
     from robogen.rollout.plan import build_conditions
     from robogen.rollout.sweep import HALF, SWEEP_GRID
 
@@ -315,6 +316,7 @@ def build_manifest(cfg: EvalConfig, env: Any, policy: Any) -> EvalManifest:
         policy_load=policy_load_info(policy),
         sequential=cfg.sequential_rule(),
         plugins=plugin_modules(cfg.env, cfg.policy, axes),
+        policy_inputs=policy_inputs(policy),
     ))
 
 

@@ -94,6 +94,11 @@ def test_every_axis_identity_and_effect(env_id: str) -> None:
             if AXES.get(axis).kind == "visual":
                 bound = MIN_PIXEL_DIFF.get(env_id, {}).get(axis, 0.3)
                 assert np.abs(img - n_img).mean() > bound, axis
+            elif AXES.get(axis).kind == "sensor":  # the policy's input changes, not the motion
+                assert any(not np.array_equal(x, y) for x, y in zip(w_obs, n_obs, strict=True))
+                assert all(np.array_equal(x, y) for x, y in zip(w_q, n_q, strict=True)), axis
+            elif AXES.get(axis).kind == "actuation":  # the motion changes, not the model
+                assert any(not np.allclose(x, y) for x, y in zip(w_q, n_q, strict=True)), axis
             elif axis == "object_pose":  # objects move at once; a mocap target over steps
                 assert any(not np.allclose(x, y) for x, y in zip(w_q, n_q, strict=True)), axis
             else:

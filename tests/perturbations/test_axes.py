@@ -193,6 +193,20 @@ def test_severity_one_changes_something_measurable(pool, axis, env_id):
         low = SPARSE_MIN_PIXEL_DIFF.get(env_id, {}).get(axis, MIN_PIXEL_DIFF[axis])
         assert diff >= low, f"{axis} on {env_id}: mean pixel diff {diff:.2f}"
         return
+    if kind in ("sensor", "actuation"):  # per step, between the policy and the scene: the
+        # model stays nominal; a sensor changes what the policy sees, not the motion; an
+        # actuation fault changes the motion, not the first observation
+        w_obs, w_q = rollout(wrapped, {"seed": SEED, "options": {"perturbation_seed": PSEED}})
+        n_obs, n_q = rollout(nominal, {"seed": SEED})
+        assert differing(model_arrays(scene_of(wrapped).model), nominal_model) == []
+        pairs = list(zip(w_obs, n_obs, strict=True)), list(zip(w_q, n_q, strict=True))
+        if kind == "sensor":
+            assert any(not np.array_equal(a, b) for a, b in pairs[0])
+            assert all(np.array_equal(a, b) for a, b in pairs[1])
+        else:
+            assert np.array_equal(w_obs[0], n_obs[0])
+            assert any(not np.allclose(a, b) for a, b in pairs[1])
+        return
     # the initial velocity kick makes contact parameters matter at once (Pusher-v5 has zero
     # gravity: its friction and object mass act only through contact)
     w_obs, w_q = rollout(wrapped, {"seed": SEED, "options": {"perturbation_seed": PSEED}}, kick=0.5)
@@ -275,6 +289,8 @@ def split_keys(p) -> set:
                                                    "gravity_scale")])}
     if axis == "object_pose":
         return {_parity([o["offset"] for o in v["offsets"]])}
+    if axis in ("sensor", "action"):  # held-out kinds of corruption / fault
+        return {v["kind"]}
     raise AssertionError(f"no split key for axis {axis!r}")
 
 
