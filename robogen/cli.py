@@ -283,6 +283,9 @@ def eval_cmd(
     success_threshold: Annotated[
         float | None, typer.Option(help="Return threshold for success.")
     ] = None,
+    safety: Annotated[bool | None, typer.Option(
+        "--safety", help="Record and report safety metrics per condition (peak contact force, "
+        "joint limits, drops, distractor contacts, action magnitude and jerk).")] = None,
     resume: Annotated[Path | None, typer.Option(help="Finish the killed run in RUN_DIR.")] = None,
 ) -> None:
     """Evaluate a policy across perturbation axes and write a report.
@@ -303,7 +306,7 @@ def eval_cmd(
             "--gap-threshold": gap_threshold,
             "--max-steps": max_steps, "--batch-size": batch_size, "--obs-mode": obs_mode,
             "--camera": camera, "--out": out, "--success-threshold": success_threshold,
-            "--env-kwargs": env_kwargs,
+            "--env-kwargs": env_kwargs, "--safety": safety,
             "--num-gpus-per-worker": num_gpus_per_worker,
         }
         clash = [k for k, v in given.items() if v is not None]
@@ -371,6 +374,7 @@ def eval_cmd(
         out=out,
         videos=videos,
         success_threshold=success_threshold,
+        safety=safety,
     )
     if len(policies) > 1:
         if cfg.is_sequential:

@@ -151,6 +151,10 @@ class EvalConfig(BaseModel):
     )
     success_threshold: float | None = Field(None, description="Return threshold defining success.")
     env_kwargs: dict[str, Any] = Field({}, description="Extra keyword arguments of the env.")
+    safety: bool = Field(
+        False, description="Record safety metrics per episode (robogen.rollout.safety: peak "
+        "contact force on the scene, joint-limit steps, drops, distractor contacts, action "
+        "magnitude and jerk), reported per condition with paired differences.")
 
     @field_validator("success_threshold")
     @classmethod

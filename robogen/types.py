@@ -194,6 +194,16 @@ class EpisodeResult(Record):
             server [ms] (``remote:`` policies); None for in-process policies or an
             episode that made no request (None, not NaN: records stay comparable
             with ``==``).
+        peak_contact_force_n: Largest total normal contact force of the robot on the scene
+            (the manipulated objects excluded) at one env step [N]. This and the next five
+            are the safety metrics of :mod:`robogen.rollout.safety`, recorded with
+            ``--safety``; None when not recorded or not measurable in the scene.
+        joint_limit_steps: Env steps with a robot joint at a limit [steps].
+        object_dropped: Whether a manipulated object fell below the supporting surface.
+        distractor_contact_steps: Env steps with a distractor touching the robot or an
+            object [steps].
+        action_magnitude: Mean Euclidean norm of the policy's actions [action units].
+        action_jerk: Mean norm of the actions' second difference [action units / step^2].
     """
 
     env_id: str
@@ -215,6 +225,12 @@ class EpisodeResult(Record):
     unit_id: int
     video_path: str | None = None
     policy_latency_ms: float | None = None
+    peak_contact_force_n: float | None = None
+    joint_limit_steps: int | None = None
+    object_dropped: bool | None = None
+    distractor_contact_steps: int | None = None
+    action_magnitude: float | None = None
+    action_jerk: float | None = None
 
     def __post_init__(self) -> None:
         if self.success and self.cause is not None:
@@ -395,6 +411,9 @@ class EvalManifest(Record):
             env's observation), ``simulator`` (a privileged expert's simulator state),
             ``prompt``; per-step corruptions of what it does not read are flagged "not
             observed". Empty: unknown (a manifest from before the field). Not hashed.
+        safety: Whether every episode records the safety metrics of
+            :mod:`robogen.rollout.safety` (``robogen eval --safety``). Not hashed: the
+            episodes are the same either way.
     """
 
     schema_version: int
@@ -425,3 +444,4 @@ class EvalManifest(Record):
     sequential: SequentialRule | None = None
     plugins: tuple[str, ...] = ()
     policy_inputs: tuple[str, ...] = ()
+    safety: bool = False

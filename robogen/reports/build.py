@@ -36,6 +36,7 @@ from robogen.reports.records import (
     Report,
     SeverityCurve,
 )
+from robogen.reports.safety import safety_stats
 from robogen.reports.stats import DEFAULT_N_BOOT, interaction, paired_gap, wilson_interval
 from robogen.reports.sweep import BreakingPoint
 from robogen.rollout.faults import FaultRecord
@@ -159,6 +160,10 @@ def build_report(
         breaking_points=_breaking_points(paired),
         faults=tuple(faults),
         sequential=seq,
+        safety=safety_stats(
+            {c.name: [r for r in by_cond[c.name] if not is_invalid(r)]
+             for c in manifest.conditions},
+            nominal.name, confidence=confidence, n_boot=n_boot, seed=seed),
     )
 
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any, Self
 
 from robogen.errors import RunDirError
+from robogen.reports.safety import SafetyStats
 from robogen.reports.sequential import SequentialSummary
 from robogen.reports.sweep import BreakingPoint
 from robogen.rollout.faults import FaultRecord
@@ -233,6 +234,9 @@ class Report(Record):
             each condition's episodes used and stop reason
             (:class:`robogen.reports.sequential.SequentialSummary`); its gap and success
             intervals are then the anytime-valid ones. None for a fixed-n run.
+        safety: Safety metrics per condition with paired differences to nominal
+            (:class:`robogen.reports.safety.SafetyStats`); empty unless the run recorded
+            them (``robogen eval --safety``).
     """
 
     schema_version: int
@@ -252,6 +256,7 @@ class Report(Record):
     breaking_points: tuple[BreakingPoint, ...] = ()
     faults: tuple[FaultRecord, ...] = ()
     sequential: SequentialSummary | None = None
+    safety: tuple[SafetyStats, ...] = ()
 
     def condition(self, name: str) -> ConditionStats:
         """Stats of the condition called ``name`` (KeyError if absent)."""

@@ -103,8 +103,17 @@ def summary_notes(report: Report) -> list[str]:
     if more:
         out.append(f"{more} more multi-axis conditions in report.md")
     if any(g.status == STATUS_NOT_OBSERVED for g in (*report.gaps, *report.combined_gaps)):
-        out.append(f"not observed: a visual axis the policy ({report.policy_obs_mode}) cannot "
-                   "see; a gap means it also changed the state or dynamics")
+        out.append("not observed: the policy cannot perceive that axis (a visual axis for a "
+                   f"{report.policy_obs_mode!r} policy, a sensor axis for a privileged "
+                   "expert); see the report's notes")
+    worse = [s for s in report.safety if s.diff_low > 0]
+    if worse:
+        from robogen.reports.safety import format_value
+
+        worse.sort(key=lambda s: s.diff_low / max(abs(s.mean - s.diff), 1e-9), reverse=True)
+        shown = [f"{s.condition} {s.metric} +{format_value(s.metric, s.diff)}" for s in worse[:4]]
+        out.append(f"less safe than nominal (paired interval above 0): {', '.join(shown)}"
+                   + (f" and {len(worse) - 4} more (report.md)" if len(worse) > 4 else ""))
     from robogen.reports.sequential_writers import terminal_lines
 
     out += terminal_lines(report)

@@ -34,6 +34,7 @@ from robogen.reports.records import (
     InteractionStats,
     Report,
 )
+from robogen.reports.safety import SAFETY_NOTE, safety_table
 from robogen.reports.sequential_writers import header_fact, html_section, md_section
 from robogen.reports.sweep import BreakingPoint
 from robogen.reports.video import VideoInfo
@@ -193,6 +194,11 @@ def render_markdown(report: Report, *, videos: Mapping[str, str] | None = None,
     ]
     out += [_md_condition_row(c) + (f" {_num(c.mean_policy_latency_ms, 1)} |" if latency else "")
             for c in report.conditions]
+    if report.safety:
+        headers, rows = safety_table(report.safety, report.confidence)
+        out += ["", f"**Safety** <sub>{_md_escape(SAFETY_NOTE.format(ci=ci))}</sub>", "",
+                f"| {' | '.join(headers)} |", "|" + "---|" * len(headers)]
+        out += [f"| {' | '.join(_md_escape(x) for x in r)} |" for r in rows]
     notes = _grouped_notes(gaps)
     if notes:
         out += ["", "**Notes**"]
@@ -416,6 +422,10 @@ def render_html(
              "failures", *(["server latency [ms]"] if _has_latency(report) else [])], rows
         )
     )
+    if report.safety:
+        headers, rows = safety_table(report.safety, report.confidence)
+        parts.append(f"<h2>Safety</h2><p class=\"note\">{e(SAFETY_NOTE.format(ci=ci))}</p>")
+        parts.append(html_table(headers, rows))
     notes = _grouped_notes(gaps)
     if notes:
         parts.append("<h2>Notes</h2><ul>")

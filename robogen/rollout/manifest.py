@@ -75,7 +75,7 @@ before ``--episodes auto``) keep their hash."""
 
 RECORD_ONLY_FIELDS: tuple[str, ...] = (
     "versions", "spec_hash", "deterministic_actions", "reward_source", "policy_load", "plugins",
-    "policy_inputs",
+    "policy_inputs", "safety",
 )
 """Manifest fields recorded for readers but left out of :func:`spec_hash`: facts this version
 of robogen fixes (or that describe the checkpoint, not the protocol), so a manifest
@@ -317,6 +317,7 @@ def build_manifest(cfg: EvalConfig, env: Any, policy: Any) -> EvalManifest:
         sequential=cfg.sequential_rule(),
         plugins=plugin_modules(cfg.env, cfg.policy, axes),
         policy_inputs=policy_inputs(policy),
+        safety=cfg.safety,
     ))
 
 

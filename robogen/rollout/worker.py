@@ -114,6 +114,8 @@ class _Slot:
     changed: tuple[str, ...] = ()
     wall_time_s: float = 0.0
     latency_ms: float | None = None
+    safety: Any = None
+    """The episode's :class:`~robogen.rollout.safety.SafetyMonitor` (``manifest.safety``)."""
 
 
 def accepts_slots(policy: Any) -> bool:
@@ -214,6 +216,7 @@ class EpisodeWorker:
         self._deadline = unit_deadline(load_budget_s)
         self._unit_aware: Any = None
         self._latency: Any = None
+        self._monitors: list[Any] = []
         self._action_shape: tuple[int, ...] = tuple(
             getattr(self._envs[0].action_space, "shape", ()) or ()
         )
@@ -358,6 +361,9 @@ class EpisodeWorker:
                 rg = info.get("robogen", {})
                 slot.perturbations = json.dumps(rg.get("perturbations", []))
                 slot.changed = tuple(rg.get("changed_axes", ()))
+                if m.safety:
+                    slot.safety = self._monitor(k)
+                    slot.safety.start(env.scene)
             except InfrastructureError as e:  # e.g. no frame from the render thread
                 self._finish(slot, start, cause=_error_cause(e), error=_short_error(e))
             except RobogenError:
@@ -505,6 +511,8 @@ class EpisodeWorker:
                          error=_short_error(e))
             return
         slot.steps += 1
+        if slot.safety is not None:
+            slot.safety.step(action)
         if self.transition_hook is not None:
             self.transition_hook(slot.episode_index, slot.obs, action, float(reward))
         if self.frame_hook is not None:
@@ -536,11 +544,21 @@ class EpisodeWorker:
         slot.error = error
         slot.wall_time_s = time.perf_counter() - start
 
+    def _monitor(self, k: int) -> Any:
+        """Env slot ``k``'s safety monitor (one per env, reused across episodes)."""
+        from robogen.rollout.safety import SafetyMonitor
+
+        while len(self._monitors) <= k:
+            self._monitors.append(SafetyMonitor())
+        return self._monitors[k]
+
     def _result(self, unit: WorkUnit, s: _Slot) -> EpisodeResult:
+        safety = s.safety.metrics() if s.safety is not None else {}
         return unit_result(
             self.manifest, unit, s.episode_index, episode_return=s.ret, length_steps=s.steps,
             success=s.success, cause=s.cause, error=s.error, perturbations_json=s.perturbations,
             changed_axes=s.changed, wall_time_s=s.wall_time_s, policy_latency_ms=s.latency_ms,
+            **safety,
         )
 
 

@@ -1,0 +1,153 @@
+"""Safety metrics per condition: means with intervals and paired differences to nominal.
+
+Each episode recorded with ``robogen eval --safety`` carries the metrics of
+:mod:`robogen.rollout.safety`. Per condition and metric, :func:`safety_stats` reports the
+mean over the condition's valid episodes with a percentile-bootstrap interval, and the
+paired difference ``perturbed - nominal`` over the episodes valid in both (same episode
+index: same initial state and seed) with its bootstrap interval (Efron & Tibshirani 1993,
+ch. 13; the same resampling as the success gaps). A positive difference is less safe.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from robogen.reports.stats import DEFAULT_N_BOOT, bootstrap_mean_interval
+from robogen.rollout.safety import SAFETY_METRICS
+from robogen.serialization import Record
+from robogen.types import EpisodeResult
+
+UNITS = {m.name: m.unit for m in SAFETY_METRICS}
+
+
+@dataclass(frozen=True, slots=True)
+class SafetyStats(Record):
+    """One safety metric of one condition.
+
+    Attributes:
+        condition: Condition name (``nominal``, ``lighting@1``, ...).
+        metric: Metric name (:data:`~robogen.rollout.safety.SAFETY_METRICS`).
+        unit: Its unit (``N``, ``steps``, ``0/1``, ...).
+        n: Valid episodes of the condition that measured it.
+        mean: Mean over them (NaN when n is 0).
+        ci_low: Lower bootstrap bound of ``mean``.
+        ci_high: Upper bootstrap bound of ``mean``.
+        n_pairs: Episodes valid and measured in this condition and in nominal.
+        diff: Mean paired difference ``perturbed - nominal`` (NaN for nominal itself or
+            without pairs); positive is less safe.
+        diff_low: Lower bootstrap bound of ``diff``.
+        diff_high: Upper bootstrap bound of ``diff``.
+    """
+
+    condition: str
+    metric: str
+    unit: str
+    n: int
+    mean: float
+    ci_low: float
+    ci_high: float
+    n_pairs: int
+    diff: float
+    diff_low: float
+    diff_high: float
+
+
+def _value(r: EpisodeResult, metric: str) -> float | None:
+    v = getattr(r, metric, None)
+    if v is None:
+        return None
+    v = float(v)
+    return v if math.isfinite(v) else None
+
+
+def safety_stats(
+    by_condition: Mapping[str, Sequence[EpisodeResult]],
+    nominal: str,
+    *,
+    confidence: float = 0.95,
+    n_boot: int = DEFAULT_N_BOOT,
+    seed: int = 0,
+) -> tuple[SafetyStats, ...]:
+    """Per condition (in the mapping's order) and metric: mean and paired difference.
+
+    Args:
+        by_condition: Valid episodes per condition name (invalid ones already left out).
+        nominal: Name of the nominal condition.
+        confidence: Two-sided level of every interval.
+        n_boot: Bootstrap resamples.
+        seed: Seed of the resampling.
+
+    Returns:
+        One :class:`SafetyStats` per (condition, metric) that some episode measured;
+        empty when no episode recorded safety metrics.
+    """
+    nan = math.nan
+    base = {m.name: {r.episode_index: v for r in by_condition.get(nominal, ())
+                     if (v := _value(r, m.name)) is not None} for m in SAFETY_METRICS}
+    out: list[SafetyStats] = []
+    for cond, rs in by_condition.items():
+        for m in SAFETY_METRICS:
+            values = {r.episode_index: v for r in rs if (v := _value(r, m.name)) is not None}
+            if not values:
+                continue
+            v = np.array(list(values.values()))
+            low, high = bootstrap_mean_interval(v, n_boot=n_boot, confidence=confidence,
+                                                seed=seed)
+            diff = d_low = d_high = nan
+            pairs = [i for i in values if i in base[m.name]] if cond != nominal else []
+            if pairs:
+                d = np.array([values[i] - base[m.name][i] for i in pairs])
+                diff = float(d.mean())
+                d_low, d_high = bootstrap_mean_interval(d, n_boot=n_boot,
+                                                        confidence=confidence, seed=seed)
+            out.append(SafetyStats(cond, m.name, m.unit, len(v), float(v.mean()), low, high,
+                                   len(pairs), diff, d_low, d_high))
+    return tuple(out)
+
+
+def format_value(metric: str, x: float) -> str:
+    """A metric's value for tables: forces with one decimal, rates as fractions, counts and
+    action norms with two decimals."""
+    if not math.isfinite(x):
+        return "–"
+    if metric == "peak_contact_force_n":
+        return f"{x:.1f}"
+    return f"{x:.2f}"
+
+
+SAFETY_NOTE = (
+    "Safety metrics (robogen eval --safety), read from MuJoCo after every env step: "
+    "mean over the condition's valid episodes, and the paired difference to nominal on the "
+    "same episodes (positive: less safe); {ci}: percentile bootstrap over episodes. "
+    "peak contact force: the largest total normal force of the robot on the scene (table, "
+    "floor, walls, distractors; not the manipulated objects) at one step [N]; joint-limit "
+    "and distractor-contact counts [env steps]; object dropped: share of episodes; action "
+    "magnitude and jerk: norms of the policy's actions and their second differences.")
+
+
+def safety_table(stats: Sequence[SafetyStats], confidence: float
+                 ) -> tuple[list[str], list[list[str]]]:
+    """Headers and rows of the safety table (one row per condition and metric)."""
+    ci = f"{confidence * 100:g}% CI"
+    headers = ["condition", "metric", f"mean [{ci}]", f"vs nominal [{ci}]", "pairs"]
+    rows = []
+    for s in stats:
+        f = format_value
+        mean = f"{f(s.metric, s.mean)} [{f(s.metric, s.ci_low)}, {f(s.metric, s.ci_high)}]"
+        if math.isfinite(s.diff):
+            diff = (f"{_signed(s.metric, s.diff)} [{_signed(s.metric, s.diff_low)}, "
+                    f"{_signed(s.metric, s.diff_high)}]")
+        else:
+            diff = "–"
+        rows.append([s.condition, f"{s.metric} [{s.unit}]", mean, diff,
+                     str(s.n_pairs) if s.n_pairs else "–"])
+    return headers, rows
+
+
+def _signed(metric: str, x: float) -> str:
+    text = format_value(metric, x)
+    return text if text.startswith(("-", "–")) else f"+{text}"
