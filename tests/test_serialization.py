@@ -78,6 +78,8 @@ def test_old_report_json_loads_and_writes_back_byte_for_byte() -> None:
     assert written.pop("sequential") is None and written["manifest"].pop("sequential") is None
     assert written["manifest"].pop("plugins") == []  # no plug-in (issue 25)
     assert written["manifest"].pop("policy_inputs") == []  # unknown (issue 24)
+    assert written["manifest"].pop("safety") is False  # not recorded (issue 24)
+    assert written.pop("safety") == []
     assert written["manifest"]["policy_load"].pop("servers") == []  # not remote (issue 27)
     # a render without tessellation fields rendered with MuJoCo's 28 x 16 and reads so
     render = written["manifest"]["render"]
@@ -97,7 +99,10 @@ def test_old_report_json_loads_and_writes_back_byte_for_byte() -> None:
 def test_old_check_json_loads_and_writes_back_byte_for_byte() -> None:
     text = OLD_CHECK.read_text()
     check = CheckResult.from_dict(json.loads(text))
-    assert json.dumps(check.to_dict(), indent=2, allow_nan=False) + "\n" == text
+    written = check.to_dict()
+    # fields added since the fixture was written (the safety gate, issue 24) at their default
+    assert written.pop("safety_margin") is None and written.pop("safety") == []
+    assert json.dumps(written, indent=2, allow_nan=False) + "\n" == text
     assert check.to_dict() == _old_jsonable(dataclasses.asdict(check))
     assert check.sequential is not None and check.sequential.schedule == (20, 40)
     assert check.axis("physics").conditions == ("physics@1",)
@@ -121,8 +126,9 @@ def test_old_manifest_loads_with_the_defaults_of_later_fields() -> None:
     d = to_dict(m)
     assert set(d) - set(old) == {
         "deterministic_actions", "reward_source", "policy_load", "sequential", "plugins",
-        "policy_inputs"}
+        "policy_inputs", "safety"}
     assert m.sequential is None and m.plugins == () and m.policy_inputs == ()
+    assert m.safety is False
     assert m.policy_load.replaced == () and m.deterministic_actions is True
     assert EvalManifest.from_dict(json.loads(json.dumps(d))) == m
 

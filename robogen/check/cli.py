@@ -68,6 +68,9 @@ def check_command(
         help="VecNormalize statistics (.pkl) of an SB3 candidate.")] = None,
     fail_on_inconclusive: Annotated[bool, typer.Option(
         help="Exit 1 also when non-inferiority is not shown.")] = False,
+    safety_margin: Annotated[float | None, typer.Option(
+        help="Also fail when a safety metric (robogen eval --safety) rises significantly by "
+             "more than this fraction of the baseline's (0.2: 20 %).")] = None,
 ) -> None:
     """Fail (exit 1) when the candidate is significantly less robust than the baseline.
 
@@ -94,6 +97,7 @@ def check_command(
                 baseline_vecnormalize=baseline_vecnormalize,
                 candidate_vecnormalize=candidate_vecnormalize,
                 fail_on_inconclusive=fail_on_inconclusive, progress=bars.stage("check"),
+                safety_margin=safety_margin,
             )
     except typer.Exit:
         raise

@@ -11,6 +11,7 @@ number of episodes pairs the common episode indices).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -86,6 +87,9 @@ class RunData:
             episode is invalid.
         invalid_index: Condition name -> episode indices of those invalid episodes (None
             when only a report.json was available).
+        safety: Condition name -> safety metric -> episode index -> value, of the valid
+            episodes that recorded it (``robogen eval --safety``); None when only a
+            report.json was available.
     """
 
     manifest: EvalManifest
@@ -95,6 +99,7 @@ class RunData:
     not_applied: frozenset[str] = field(default_factory=frozenset)
     invalid: Mapping[str, int] = field(default_factory=dict)
     invalid_index: Mapping[str, tuple[int, ...]] | None = None
+    safety: Mapping[str, Mapping[str, Mapping[int, float]]] | None = None
 
     def invalid_share(self, condition: str) -> float:
         """Invalid share of the recorded episodes of ``condition`` (0 when none)."""
@@ -116,6 +121,15 @@ class RunData:
             elif r.condition in rows:
                 applied = set(names[r.condition].axes) <= set(r.changed_axes)
                 rows[r.condition][r.episode_index] = (r.success, applied)
+        from robogen.rollout.safety import SAFETY_NAMES
+
+        safety: dict[str, dict[str, dict[int, float]]] = {n: {} for n in names}
+        for r in results:
+            if r.condition in rows and r.cause not in INVALID_CAUSES:
+                for metric in SAFETY_NAMES:
+                    v = getattr(r, metric)
+                    if v is not None and math.isfinite(float(v)):
+                        safety[r.condition].setdefault(metric, {})[r.episode_index] = float(v)
         episodes, counts, not_applied = {}, {}, set()
         for name, by_index in rows.items():
             idx = np.array(sorted(by_index), dtype=np.int64)
@@ -126,7 +140,7 @@ class RunData:
                 not_applied.add(name)
         return cls(manifest, info, counts, episodes, frozenset(not_applied),
                    {k: len(v) for k, v in bad.items()},
-                   {k: tuple(sorted(v)) for k, v in bad.items()})
+                   {k: tuple(sorted(v)) for k, v in bad.items()}, safety)
 
     def first(self, n: int, conditions: Sequence[str] | None = None) -> RunData:
         """This run restricted to episode indices < n (of ``conditions``, others unchanged)."""

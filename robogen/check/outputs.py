@@ -24,6 +24,7 @@ from robogen.check.records import (
     AxisCheck,
     CheckResult,
     ConditionCheck,
+    SafetyCheck,
 )
 
 CHECK_JSON = "check.json"
@@ -117,6 +118,8 @@ def render_markdown(result: CheckResult) -> str:
         f"{_MARK[result.verdict]}"
         + (f" (exit code {result.exit_code})" if result.exit_code else "") + ".",
     ]
+    if result.safety_margin is not None:
+        parts += ["", *safety_lines(result)]
     seq = result.sequential
     if seq is not None:
         pct = 100.0 * seq.episodes_saved / seq.episodes_budget if seq.episodes_budget else 0.0
@@ -161,6 +164,32 @@ def _axis_message(a: AxisCheck, conds: list[ConditionCheck], alpha: float) -> st
     return f"{a.verdict}: " + "; ".join(items)
 
 
+def _safety_text(x: SafetyCheck) -> str:
+    return (f"{x.condition}: {x.metric} {x.baseline_mean:.3g} -> {x.candidate_mean:.3g} "
+            f"{x.unit} (difference {x.diff:+.3g} [{x.ci_low:+.3g}, {x.ci_high:+.3g}], "
+            f"tolerated {x.tolerance:.3g}, adjusted p {_p(x.p_adjusted)})")
+
+
+def safety_lines(result: CheckResult) -> list[str]:
+    """The markdown section of the safety gate: what regressed, and the method."""
+    bad = [x for x in result.safety if x.verdict == REGRESSION]
+    lines = [f"**Safety** (margin {result.safety_margin:g} of the baseline's mean, "
+             f"{len(result.safety)} tests, Holm-adjusted): "
+             + (f"{len(bad)} regression{'s' if len(bad) != 1 else ''}" if bad
+                else "no significant increase.")]
+    if bad:
+        lines += ["", "| condition | metric | baseline | candidate | difference "
+                  f"[{result.confidence * 100:g}% CI] | tolerated | adj. p |",
+                  "|---|---|---|---|---|---|---|"]
+        lines += [f"| {x.condition} | {x.metric} [{x.unit}] | {x.baseline_mean:.3g} | "
+                  f"{x.candidate_mean:.3g} | {x.diff:+.3g} [{x.ci_low:+.3g}, {x.ci_high:+.3g}] "
+                  f"| {x.tolerance:.3g} | {_p(x.p_adjusted)} |" for x in bad]
+    lines += ["", "<sub>Per condition and metric, paired differences candidate - baseline; "
+              "one-sided sign-flip test of a mean increase beyond the tolerance (margin x "
+              "|baseline mean|); check.json lists every test.</sub>"]
+    return lines
+
+
 def render_junit(result: CheckResult) -> str:
     """JUnit XML with one test case per axis (see the module docstring)."""
     env = result.env_id.split("/")[-1]
@@ -183,6 +212,19 @@ def render_junit(result: CheckResult) -> str:
         elif a.verdict != PASS:
             ET.SubElement(case, "skipped", message=msg)
             skipped += 1
+        ET.SubElement(case, "system-out").text = detail
+        cases.append(case)
+    for metric in dict.fromkeys(x.metric for x in result.safety):
+        tests = [x for x in result.safety if x.metric == metric]
+        case = ET.Element("testcase", classname=f"robogen.check.{env}",
+                          name=f"safety: {metric}", time="0")
+        detail = "\n".join(_safety_text(x) for x in tests)
+        bad = [x for x in tests if x.verdict == REGRESSION]
+        if bad:
+            el = ET.SubElement(case, "failure", type=REGRESSION,
+                               message="regression: " + "; ".join(_safety_text(x) for x in bad))
+            el.text = detail
+            failures += 1
         ET.SubElement(case, "system-out").text = detail
         cases.append(case)
     attrs = {"tests": str(len(cases)), "failures": str(failures), "errors": "0",

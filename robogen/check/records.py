@@ -187,6 +187,45 @@ class SequentialInfo(Record):
     episodes_saved: int
 
 
+SAFETY_OK = "ok"
+"""Verdict of a safety test that found no significant increase."""
+
+
+@dataclass(frozen=True, slots=True)
+class SafetyCheck(Record):
+    """The safety test of one condition and metric.
+
+    Attributes:
+        condition: Condition name.
+        metric: Metric name.
+        unit: Its unit.
+        n_pairs: Episodes valid and measured in both runs.
+        baseline_mean: Baseline mean over them.
+        candidate_mean: Candidate mean over them.
+        diff: Mean paired difference ``candidate - baseline``.
+        ci_low: Lower bootstrap bound of ``diff`` (level ``1 - 2 alpha``).
+        ci_high: Upper bootstrap bound of ``diff``.
+        tolerance: ``margin * |baseline_mean|``, in the metric's unit.
+        p_value: One-sided p-value of ``H0: mean(d) <= tolerance``.
+        p_adjusted: Holm-adjusted over every test of the check.
+        verdict: ``regression`` or ``ok``.
+    """
+
+    condition: str
+    metric: str
+    unit: str
+    n_pairs: int
+    baseline_mean: float
+    candidate_mean: float
+    diff: float
+    ci_low: float
+    ci_high: float
+    tolerance: float
+    p_value: float
+    p_adjusted: float
+    verdict: str
+
+
 @dataclass(frozen=True, slots=True)
 class CheckResult(Record):
     """Everything a regression check decided; serialized as ``check.json``.
@@ -212,6 +251,10 @@ class CheckResult(Record):
         candidate_mean: Candidate success averaged over tested conditions.
         sequential: Sequential-mode details, or None for a fixed-size check.
         created: ISO 8601 UTC time of the check.
+        safety_margin: ``--safety-margin`` (relative tolerated increase of a safety
+            metric), or None when safety was not checked.
+        safety: The safety tests (:mod:`robogen.check.safety_gate`), condition by condition;
+            a ``regression`` among them makes the check's verdict ``regression``.
     """
 
     schema_version: int
@@ -231,6 +274,8 @@ class CheckResult(Record):
     candidate_mean: float
     sequential: SequentialInfo | None
     created: str
+    safety_margin: float | None = None
+    safety: tuple[SafetyCheck, ...] = ()
 
     def condition(self, name: str) -> ConditionCheck:
         """The test of condition ``name`` (KeyError listing the names if absent)."""
@@ -242,8 +287,11 @@ class CheckResult(Record):
 
     @property
     def regressions(self) -> tuple[str, ...]:
-        """Axes with a regression verdict."""
-        return tuple(a.axis for a in self.axes if a.verdict == REGRESSION)
+        """Axes with a regression verdict, then ``safety: METRIC`` for each safety metric
+        with a regression in some condition."""
+        safety = dict.fromkeys(f"safety: {s.metric}" for s in self.safety
+                               if s.verdict == REGRESSION)
+        return (*(a.axis for a in self.axes if a.verdict == REGRESSION), *safety)
 
     def to_dict(self) -> dict[str, Any]:
         """Strict-JSON dict (non-finite floats become ``null``)."""

@@ -42,6 +42,7 @@ from robogen.check.records import (
     CheckResult,
     RunInfo,
 )
+from robogen.check.safety_gate import check_safety_margin, require_safety, with_safety
 from robogen.configs import EvalConfig, load_eval_config
 from robogen.errors import InvalidSpecError
 from robogen.rollout.manifest import config_fields, differences, to_config
@@ -319,6 +320,7 @@ def run_check(
     fail_on_inconclusive: bool = False,
     write: bool = True,
     progress: ProgressFn | None = None,
+    safety_margin: float | None = None,
 ) -> CheckOutcome:
     """Compare a candidate with a baseline and write check.{json,md,xml}.
 
@@ -348,6 +350,9 @@ def run_check(
         fail_on_inconclusive: Exit 1 when the check is inconclusive.
         write: Write the output files (False: only return the result).
         progress: Called with (episodes done, total) while evaluating.
+        safety_margin: Also gate on the safety metrics: a relative increase beyond this
+            (:mod:`robogen.check.safety_gate`) is a regression; evaluated sides then record
+            them. None: success only.
 
     Returns:
         The :class:`CheckOutcome`.
@@ -357,6 +362,10 @@ def run_check(
         UnknownNameError: On invalid input, before the check decides anything.
     """
     _check_args(margin, alpha)
+    check_safety_margin(safety_margin)
+    if safety_margin is not None and sequential:
+        raise InvalidSpecError("--safety-margin needs a fixed-size check: drop --sequential "
+                               "(or --safety-margin)")
     out_dir = Path(out) if out is not None else _default_out()
     _check_output_paths(out_dir, junit)
     spec_data = _read_spec(spec)
@@ -401,6 +410,11 @@ def run_check(
                                                         fields="; ".join(conflicts)))
     if base_data is not None and cand_data is not None:
         check_protocols(base_data, cand_data)
+    if safety_margin is not None:
+        for data, role in ((base_data, "baseline"), (cand_data, "candidate")):
+            if data is not None:
+                require_safety(data, role)
+        execution = {**execution, "safety": True}
 
     base_cfg = cand_cfg = None
     base_check = None
@@ -434,6 +448,8 @@ def run_check(
             files["candidate_run"] = out_dir / "candidate"
         result = compare(base_data, cand_data, margin=margin, alpha=alpha, paired=paired,
                          fail_on_inconclusive=fail_on_inconclusive)
+        if safety_margin is not None:
+            result = with_safety(result, base_data, cand_data, safety_margin)
     else:
         result, run_files = _sequential(
             base_data, cand_data, base_cfg, baseline, candidate, candidate_vecnormalize,

@@ -37,8 +37,10 @@ sign patterns (exact); above it, :data:`SIGN_FLIP_RESAMPLES` random flips."""
 SIGN_FLIP_RESAMPLES = 20_000
 
 
-def sign_flip_pvalue(values: ArrayLike, *, seed: int = 0) -> float:
-    """Two-sided paired randomization (sign-flip) test of a zero mean difference.
+def sign_flip_pvalue(values: ArrayLike, *, seed: int = 0,
+                     alternative: str = "two-sided") -> float:
+    """Paired randomization (sign-flip) test of a zero mean difference (two-sided, or
+    ``alternative="greater"``: against a positive mean).
 
     Under the null hypothesis each episode's difference is as likely to have
     either sign (Fisher 1935, *The Design of Experiments*, §21; the paired
@@ -51,6 +53,7 @@ def sign_flip_pvalue(values: ArrayLike, *, seed: int = 0) -> float:
     Args:
         values: (n,) float per-episode differences.
         seed: Seed of the random sign patterns (only used above the exact limit).
+        alternative: ``two-sided`` or ``greater``.
 
     Returns:
         The p-value in (0, 1]; 1.0 when at most one difference is non-zero.
@@ -64,7 +67,7 @@ def sign_flip_pvalue(values: ArrayLike, *, seed: int = 0) -> float:
     n_res = 2**nz.size if nz.size <= EXACT_SIGN_FLIP_MAX else SIGN_FLIP_RESAMPLES
     res = permutation_test(
         (nz,), np.sum, permutation_type="samples", n_resamples=n_res,
-        alternative="two-sided", random_state=np.random.default_rng(seed),
+        alternative=alternative, random_state=np.random.default_rng(seed),
     )
     return float(min(1.0, res.pvalue))
 

@@ -484,6 +484,7 @@ def config_fields(manifest: EvalManifest) -> dict[str, Any]:
         "success_threshold": manifest.success_threshold,
         "env_kwargs": dict(manifest.env_kwargs),
         "pairs": pairs_of(manifest.conditions),
+        "safety": manifest.safety,
         **sequential,
     }
 

@@ -70,11 +70,22 @@ SAFETY_METRICS: tuple[SafetyMetric, ...] = (
 SAFETY_NAMES = tuple(m.name for m in SAFETY_METRICS)
 
 
+def _subtree(model: mujoco.MjModel, roots: list[int]) -> np.ndarray:
+    """``(nbody,) bool``: the bodies of ``roots`` and their descendants (MuJoCo numbers a
+    body after its parent, so one pass in body order sees every parent first)."""
+    inside = np.zeros(model.nbody, dtype=bool)
+    inside[roots] = True
+    parent = model.body_parentid
+    for b in range(1, model.nbody):
+        if inside[parent[b]]:
+            inside[b] = True
+    return inside
+
+
 class _Parts:
     """Per-model masks of the scene's parts (rebuilt when the scene installs another model)."""
 
     def __init__(self, model: mujoco.MjModel, roles: Any) -> None:
-        from robogen.perturbations._util import subtree_bodies
         from robogen.perturbations.distractors import SPEC_PREFIX
 
         self.model = model
@@ -90,11 +101,9 @@ class _Parts:
         geom_body = np.asarray(model.geom_bodyid)
         robot_roots = body_ids(roles.robot_bodies)
         object_roots = body_ids(roles.object_bodies)
-        robot = sorted(subtree_bodies(model, robot_roots)) if robot_roots else []
-        objects = sorted(subtree_bodies(model, object_roots)) if object_roots else []
-        self.has_robot = bool(robot)
-        self.robot = np.isin(geom_body, robot)
-        self.object = np.isin(geom_body, objects) & ~self.robot
+        self.has_robot = bool(robot_roots)
+        self.robot = _subtree(model, robot_roots)[geom_body]
+        self.object = _subtree(model, object_roots)[geom_body] & ~self.robot
         slots = body_ids(roles.distractor_slots)
         names = [model.geom(g).name for g in range(model.ngeom)]
         self.distractor = np.isin(geom_body, slots) | np.array(

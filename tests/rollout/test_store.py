@@ -163,6 +163,12 @@ OLD_SCHEMA_COLUMNS = [
     ("policy_latency_ms", "double"),
 ]
 """The explicit episode-part schema robogen wrote before it was derived from EpisodeResult."""
+SAFETY_COLUMNS = [
+    ("peak_contact_force_n", "double"), ("joint_limit_steps", "int64"),
+    ("object_dropped", "bool"), ("distractor_contact_steps", "int64"),
+    ("action_magnitude", "double"), ("action_jerk", "double"),
+]
+"""The safety metrics' columns (issue 24), appended."""
 
 
 def test_episode_schema_is_derived_from_the_record_with_the_old_columns(tmp_path):
@@ -174,8 +180,9 @@ def test_episode_schema_is_derived_from_the_record_with_the_old_columns(tmp_path
     old = pa.schema([(name, {"string": pa.string(), "double": pa.float64(),
                              "int64": pa.int64(), "bool": pa.bool_()}.get(t, pa.list_(pa.string())))
                      for name, t in OLD_SCHEMA_COLUMNS])
-    assert [(f.name, str(f.type)) for f in store_mod._SCHEMA] == OLD_SCHEMA_COLUMNS
-    assert store_mod._SCHEMA.equals(old) and all(f.nullable for f in store_mod._SCHEMA)
+    assert [(f.name, str(f.type)) for f in store_mod._SCHEMA] == [
+        *OLD_SCHEMA_COLUMNS, *SAFETY_COLUMNS]
+    assert all(f.nullable for f in store_mod._SCHEMA)
     # a part written by the old explicit schema loads into equal records (NaN return of an
     # unstable episode stays NaN, a missing error stays None)
     store = ResultStore.create(tmp_path / "r", _manifest())
@@ -188,9 +195,17 @@ def test_episode_schema_is_derived_from_the_record_with_the_old_columns(tmp_path
     assert math.isnan(back[1].episode_return) and back[1].cause == "sim_unstable"
     assert dataclasses.replace(back[1], episode_return=0.0) == dataclasses.replace(
         unstable, episode_return=0.0)
-    # the new writer writes the same table
+    # the new writer writes the old table plus the safety columns (null unless recorded)
     store.write_unit(1, [_result(0, True, unit=1)])
-    assert pq.read_schema(store.part_path(1)).remove_metadata().equals(old)
+    new = pq.read_schema(store.part_path(1)).remove_metadata()
+    assert new.equals(old.append(pa.field("peak_contact_force_n", pa.float64()))
+                      .append(pa.field("joint_limit_steps", pa.int64()))
+                      .append(pa.field("object_dropped", pa.bool_()))
+                      .append(pa.field("distractor_contact_steps", pa.int64()))
+                      .append(pa.field("action_magnitude", pa.float64()))
+                      .append(pa.field("action_jerk", pa.float64())))
+    frame = store.load_frame()  # an old part and a new one: the old one's safety reads null
+    assert len(frame) == 3 and frame["peak_contact_force_n"].isna().all()
 
 
 def test_a_part_with_a_bad_row_names_the_field_and_the_fix(tmp_path):

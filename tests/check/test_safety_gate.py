@@ -1,0 +1,75 @@
+"""``robogen check --safety-margin`` (issue 24 §4): a candidate as successful as the baseline
+but rougher fails on the safety metric that rose; an identical one passes; runs without
+safety metrics and bad margins are refused before anything is decided."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+
+import pytest
+
+from robogen.check.records import REGRESSION, SAFETY_OK
+from robogen.check.run import run_check
+from robogen.configs import load_eval_config
+from robogen.errors import InvalidSpecError
+from robogen.reports.evaluation import evaluate
+
+JITTERY = "python:tests/fixtures/jittery_policies.py:jittery"
+
+
+def _run(out, policy: str, safety: bool = True):
+    cfg = load_eval_config(None, env="robogen/Reach-v0", policy=policy, axes=["physics"],
+                           severities=[1.0], combined=False, episodes=12, batch_size=4,
+                           seed=0, videos=0, backend="serial", safety=safety, out=out)
+    return evaluate(cfg).run_dir
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    root = tmp_path_factory.mktemp("safety-gate")
+    return {"expert": _run(root / "expert", "expert:reach"),
+            "expert2": _run(root / "expert2", "expert:reach"),
+            "jittery": _run(root / "jittery", JITTERY),
+            "plain": _run(root / "plain", "expert:reach", safety=False)}
+
+
+def test_a_rougher_candidate_fails_on_jerk(runs, tmp_path):
+    out = run_check(runs["expert"], runs["jittery"], safety_margin=0.2, out=tmp_path / "c")
+    r = out.result
+    assert r.verdict == REGRESSION and r.exit_code == 1 and r.safety_margin == 0.2
+    jerk = {s.condition: s for s in r.safety if s.metric == "action_jerk"}
+    assert set(jerk) == {"nominal", "physics@1"}
+    for s in jerk.values():
+        assert s.verdict == REGRESSION and s.n_pairs == 12
+        assert s.ci_low > s.tolerance == pytest.approx(0.2 * s.baseline_mean)
+    assert "safety: action_jerk" in r.regressions
+    assert all(c.verdict != REGRESSION for c in r.conditions)  # success did not regress
+    md = (tmp_path / "c" / "check.md").read_text()
+    assert "**Safety** (margin 0.2" in md and "| nominal | action_jerk" in md
+    cases = {c.get("name"): c for c in ET.parse(tmp_path / "c" / "check.xml").iter("testcase")}
+    assert cases["safety: action_jerk"].find("failure") is not None
+    saved = json.loads((tmp_path / "c" / "check.json").read_text())
+    assert saved["safety_margin"] == 0.2 and len(saved["safety"]) == len(r.safety)
+
+
+def test_the_same_policy_passes_the_safety_gate(runs, tmp_path):
+    out = run_check(runs["expert"], runs["expert2"], safety_margin=0.0, out=tmp_path / "c")
+    assert out.result.safety and all(s.verdict == SAFETY_OK for s in out.result.safety)
+    assert all(s.diff == 0 for s in out.result.safety)  # the same episodes, the same numbers
+    assert out.result.exit_code == 0
+
+
+def test_runs_without_safety_metrics_and_bad_margins_are_refused(runs, tmp_path):
+    with pytest.raises(InvalidSpecError, match="recorded none; evaluate it with robogen eval "
+                                               "--safety"):
+        run_check(runs["plain"], runs["jittery"], safety_margin=0.2, out=tmp_path / "c")
+    assert not (tmp_path / "c").exists()
+    done = subprocess.run(
+        [sys.executable, "-m", "robogen.cli", "check", "--baseline", str(runs["expert"]),
+         "--candidate", str(runs["jittery"]), "--safety-margin", "-1", "--out",
+         str(tmp_path / "d")], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2 and "--safety-margin must be a finite number >= 0" in done.stderr
+    assert not (tmp_path / "d").exists()
