@@ -11,7 +11,6 @@ number of episodes pairs the common episode indices).
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -121,15 +120,9 @@ class RunData:
             elif r.condition in rows:
                 applied = set(names[r.condition].axes) <= set(r.changed_axes)
                 rows[r.condition][r.episode_index] = (r.success, applied)
-        from robogen.rollout.safety import SAFETY_NAMES
+        from robogen.reports.safety import episode_values
 
-        safety: dict[str, dict[str, dict[int, float]]] = {n: {} for n in names}
-        for r in results:
-            if r.condition in rows and r.cause not in INVALID_CAUSES:
-                for metric in SAFETY_NAMES:
-                    v = getattr(r, metric)
-                    if v is not None and math.isfinite(float(v)):
-                        safety[r.condition].setdefault(metric, {})[r.episode_index] = float(v)
+        safety = {n: v for n, v in episode_values(results).items() if n in names}
         episodes, counts, not_applied = {}, {}, set()
         for name, by_index in rows.items():
             idx = np.array(sorted(by_index), dtype=np.int64)

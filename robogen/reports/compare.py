@@ -43,6 +43,7 @@ from robogen.reports.paired import (
     sign_flip_pvalue,
 )
 from robogen.reports.records import STATUS_NO_DATA, STATUS_NOT_APPLIED, AxisGap, Report
+from robogen.reports.safety import episode_values, safety_differences
 from robogen.reports.stats import DEFAULT_N_BOOT, paired_gap
 from robogen.rollout.manifest import PAIRING_FIELDS, PROTOCOL_FIELDS, differences
 from robogen.types import INVALID_CAUSES, EpisodeResult, EvalManifest
@@ -198,6 +199,9 @@ def compare_runs(
         confidence=confidence,
         n_boot=n_boot,
         created=created or datetime.now(UTC).isoformat(timespec="seconds"),
+        safety=safety_differences(labels, [episode_values(r.results) for r in runs],
+                                  (nominal, *conds), confidence=confidence, n_boot=n_boot,
+                                  seed=seed),
     )
 
 

@@ -17,6 +17,7 @@ from pathlib import Path
 from robogen._atomic import write_atomic
 from robogen.reports.comparison import Comparison, PolicyDifference, Ranking
 from robogen.reports.html_parts import CSS, gap_ci, html_table, level_label
+from robogen.reports.safety import difference_table
 
 COMPARE_JSON = "compare.json"
 COMPARE_MD = "compare.md"
@@ -131,6 +132,15 @@ def render_compare_markdown(c: Comparison) -> str:
             "| " + " | ".join(h.format(ci=ci) for h in _DIFF_HEAD) + " |",
             "|" + "---|" * len(_DIFF_HEAD)]
     out += ["| " + " | ".join(r) + " |" for r in _diff_rows(c)]
+    if c.safety:
+        worse = [d for d in c.safety if d.ci_low > 0 or d.ci_high < 0]
+        headers, rows = difference_table(worse, c.confidence)
+        out += ["", f"**Safety between policies** ({len(worse)} of {len(c.safety)} paired "
+                "differences with an interval excluding 0; compare.json and compare.html "
+                "list all)", ""]
+        if rows:
+            out += ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
+            out += ["| " + " | ".join(r) + " |" for r in rows]
     if c.rankings:
         out += ["", f"**Ranking** ({_RANK_NOTE})", ""]
         out += [f"- {_rank_title(r)}: {_ranking_line(r)}" for r in c.rankings]
@@ -198,6 +208,14 @@ def render_compare_html(c: Comparison, heatmap_png: bytes | None = None, *,
               html_table([h.format(ci=ci) for h in _DIFF_HEAD], _diff_rows(c), classes),
               f'<p class="note">{e(METHODS)} Rows in bold: Holm-adjusted p &lt; '
               f"{1 - c.confidence:g}.</p>"]
+    if c.safety:
+        headers, rows = difference_table(c.safety, c.confidence)
+        sig = ["sig" if d.ci_low > 0 or d.ci_high < 0 else "" for d in c.safety]
+        parts += ["<h2>Safety between policies</h2>",
+                  '<p class="note">Safety metrics (robogen eval --safety) of each pair of '
+                  "policies on the same episodes: b - a, positive when b is less safe; bold: "
+                  "the percentile-bootstrap interval excludes 0.</p>",
+                  html_table(headers, rows, sig)]
     if out_dir is not None:
         parts += _run_media(c, Path(out_dir))
     parts.append("</body></html>")

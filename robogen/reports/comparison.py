@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from robogen.reports.records import AxisGap
+from robogen.reports.safety import SafetyDifference
 from robogen.serialization import encode
 from robogen.types import EvalManifest
 
@@ -130,6 +131,8 @@ class Comparison:
         confidence: Two-sided level of every interval; tests use ``1 - confidence``.
         n_boot: Bootstrap resamples per interval.
         created: ISO 8601 UTC build time.
+        safety: Paired differences of the safety metrics between the runs (runs recorded
+            with ``--safety``), per condition (nominal first); empty otherwise.
     """
 
     schema_version: int
@@ -141,6 +144,7 @@ class Comparison:
     confidence: float
     n_boot: int
     created: str
+    safety: tuple[SafetyDifference, ...] = ()
 
     def difference(self, condition: str, run_a: str, run_b: str) -> PolicyDifference:
         """The difference of ``run_a`` minus ``run_b`` on ``condition`` (KeyError if absent)."""

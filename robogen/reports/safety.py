@@ -56,6 +56,104 @@ class SafetyStats(Record):
     diff_high: float
 
 
+@dataclass(frozen=True, slots=True)
+class SafetyDifference(Record):
+    """One safety metric of one condition, compared between two runs of one protocol.
+
+    Attributes:
+        condition: Condition name.
+        metric: Metric name.
+        unit: Its unit.
+        run_a: Label of the first run.
+        run_b: Label of the second run.
+        n_pairs: Episodes valid and measured in both runs.
+        mean_a: ``run_a``'s mean over them.
+        mean_b: ``run_b``'s mean over them.
+        difference: Mean paired difference ``b - a`` (positive: ``run_b`` less safe).
+        ci_low: Lower bootstrap bound of ``difference``.
+        ci_high: Upper bootstrap bound of ``difference``.
+    """
+
+    condition: str
+    metric: str
+    unit: str
+    run_a: str
+    run_b: str
+    n_pairs: int
+    mean_a: float
+    mean_b: float
+    difference: float
+    ci_low: float
+    ci_high: float
+
+
+def episode_values(results: Sequence[EpisodeResult]
+                   ) -> dict[str, dict[str, dict[int, float]]]:
+    """Condition -> metric -> episode index -> value, of the valid episodes that recorded it.
+    """
+    from robogen.types import INVALID_CAUSES
+
+    out: dict[str, dict[str, dict[int, float]]] = {}
+    for r in results:
+        if r.cause in INVALID_CAUSES:
+            continue
+        for m in SAFETY_METRICS:
+            v = _value(r, m.name)
+            if v is not None:
+                out.setdefault(r.condition, {}).setdefault(m.name, {})[r.episode_index] = v
+    return out
+
+
+def safety_differences(
+    labels: Sequence[str],
+    values: Sequence[Mapping[str, Mapping[str, Mapping[int, float]]]],
+    conditions: Sequence[str],
+    *,
+    confidence: float = 0.95,
+    n_boot: int = DEFAULT_N_BOOT,
+    seed: int = 0,
+) -> tuple[SafetyDifference, ...]:
+    """Every pair of runs (in the given order), condition and metric both measured: the
+    paired difference ``b - a`` with its percentile-bootstrap interval.
+
+    Args:
+        labels: Run labels.
+        values: Per run, :func:`episode_values` of its results.
+        conditions: Conditions to compare, in report order.
+    """
+    out: list[SafetyDifference] = []
+    for ia in range(len(labels)):
+        for ib in range(ia + 1, len(labels)):
+            for cond in conditions:
+                for m in SAFETY_METRICS:
+                    a = values[ia].get(cond, {}).get(m.name, {})
+                    b = values[ib].get(cond, {}).get(m.name, {})
+                    common = sorted(set(a) & set(b))
+                    if not common:
+                        continue
+                    va = np.array([a[i] for i in common])
+                    vb = np.array([b[i] for i in common])
+                    low, high = bootstrap_mean_interval(vb - va, n_boot=n_boot,
+                                                        confidence=confidence, seed=seed)
+                    out.append(SafetyDifference(
+                        cond, m.name, m.unit, labels[ia], labels[ib], len(common),
+                        float(va.mean()), float(vb.mean()), float((vb - va).mean()), low, high))
+    return tuple(out)
+
+
+def difference_table(diffs: Sequence[SafetyDifference], confidence: float
+                     ) -> tuple[list[str], list[list[str]]]:
+    """Headers and rows of the between-runs safety table."""
+    ci = f"{confidence * 100:g}% CI"
+    headers = ["condition", "metric", "a", "b", "mean a", "mean b", f"b - a [{ci}]", "pairs"]
+    f = format_value
+    rows = [[d.condition, f"{d.metric} [{d.unit}]", d.run_a, d.run_b, f(d.metric, d.mean_a),
+             f(d.metric, d.mean_b),
+             f"{_signed(d.metric, d.difference)} [{_signed(d.metric, d.ci_low)}, "
+             f"{_signed(d.metric, d.ci_high)}]", str(d.n_pairs)] for d in diffs]
+    return headers, rows
+
+
 def _value(r: EpisodeResult, metric: str) -> float | None:
     v = getattr(r, metric, None)
     if v is None:

@@ -73,3 +73,18 @@ def test_runs_without_safety_metrics_and_bad_margins_are_refused(runs, tmp_path)
          str(tmp_path / "d")], capture_output=True, text=True, timeout=120)
     assert done.returncode == 2 and "--safety-margin must be a finite number >= 0" in done.stderr
     assert not (tmp_path / "d").exists()
+
+
+def test_compare_lists_the_safety_differences_between_policies(runs, tmp_path):
+    from robogen.reports.compare import compare_dirs
+
+    files = compare_dirs([runs["expert"], runs["jittery"]], tmp_path / "cmp")
+    saved = json.loads(files["json"].read_text())
+    jerk = [d for d in saved["safety"] if d["metric"] == "action_jerk"]
+    assert [d["condition"] for d in jerk] == ["nominal", "physics@1"]
+    for d in jerk:  # b (the jittery policy) is rougher on the same episodes
+        assert d["run_b"] == "jittery" and d["n_pairs"] == 12 and d["ci_low"] > 0
+        assert d["difference"] == pytest.approx(d["mean_b"] - d["mean_a"])
+    md = files["md"].read_text()
+    assert "**Safety between policies**" in md and "| nominal | action_jerk" in md
+    assert "<h2>Safety between policies</h2>" in files["html"].read_text()
