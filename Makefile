@@ -67,7 +67,7 @@ demo: $(STAMP)
 	$(VENV)/bin/robogen eval --env robogen/Push-v0 --obs-mode state+pixels \
 	  --policy flax:robogen/assets/policies/push_pixels_plain \
 	  --policy flax:robogen/assets/policies/push_pixels_augmented \
-	  --severities 1 --episodes $(DEMO_EPISODES) --videos 1 --seed 0 --out $(DEMO_OUT)/push-pixels
+	  --severities 1 --episodes $(DEMO_EPISODES) --videos 1 --seed 0 --safety --out $(DEMO_OUT)/push-pixels
 	@echo
 	@echo "Reports (open in a browser):"
 	@echo "  $(CURDIR)/$(DEMO_OUT)/push-pixels/compare.html     plain vs augmented, per axis"
