@@ -123,6 +123,11 @@ class MujocoScene(Protocol):
             bad-state warning; :class:`~robogen.perturbations.wrapper.PerturbedEnv` then
             skips its own finiteness check. Leave it False for an env that steps with
             ``mj_step`` (the state it returns is checked only at the next step).
+        rebuildable_objects: True if the env's own code finds its manipulated objects
+            through their bodies, joints and sites only, never a geom by name or id, so
+            the ``object_shape`` axis may replace the geoms of ``roles.object_bodies[0]``
+            (built-in tasks, the Gymnasium and Fetch adapters). False: the axis reports
+            "not applied" (robosuite, Meta-World and dm_control refer to object geoms).
     """
 
     defer_frames: bool

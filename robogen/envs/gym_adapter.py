@@ -290,6 +290,10 @@ class GymMujocoAdapter(gym.Wrapper[Any, Any, Any, Any], gym.utils.RecordConstruc
         InvalidSpecError: On a bad observation mode or render size.
     """
 
+    rebuildable_objects: ClassVar[bool] = True
+    """Gymnasium's MuJoCo envs and Fetch find their objects by body, joint and site (see
+    :class:`~robogen.envs.base.MujocoScene`)."""
+
     own_success: ClassVar[str] = ""
     """How a suite with its own success flag decides success (e.g. ``info['success']``);
     non-empty: a ``success_threshold`` is refused (:data:`THRESHOLD_REFUSED`)."""

@@ -205,6 +205,9 @@ class MetaWorldAdapter(GymMujocoAdapter):
         InvalidSpecError: On a success threshold, a bad observation mode or render size.
     """
 
+    rebuildable_objects: ClassVar[bool] = False
+    """Meta-World's tasks look objects' geoms up by name (``objGeom``): not rebuilt."""
+
     own_success: ClassVar[str] = "Meta-World envs decide success by info['success']"
 
     def __getstate__(self) -> dict[str, Any]:

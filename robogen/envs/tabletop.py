@@ -151,6 +151,8 @@ class TabletopEnv(gym.Env[Any, np.ndarray]):
     metadata: ClassVar[dict[str, Any]] = {"render_modes": ["rgb_array"], "render_fps": 50}
     env_id: ClassVar[str] = ""
     success_rule: ClassVar[str] = ""
+    rebuildable_objects: ClassVar[bool] = True
+    """The object is found by its body and joint only (see MujocoScene)."""
 
     def __init__(
         self,

@@ -1,6 +1,6 @@
 """Perturbation axes (factors of variation) and the wrapper that applies them at reset.
 
-Importing this package registers the ten axes in :data:`AXES`:
+Importing this package registers the eleven axes in :data:`AXES`:
 
 =============  ==========  ==================================================================
 axis           kind        what changes
@@ -13,6 +13,7 @@ camera         visual      observation camera azimuth, elevation, distance, fovy
 embodiment     structural  link lengths (recompile), link masses, joint damping, gains
 physics        physical    friction, object mass, gravity magnitude and tilt
 object_pose    physical    object/target placement offsets after the env's reset
+object_shape   structural  the manipulated object rebuilt from primitives (8 shapes, sized)
 sensor         sensor      observation corruption per step: noise, JPEG/quantization, blur/lag,
                            dropped frames (the policy's input only; the scene is untouched)
 action         actuation   action noise, k-step latency, sticky repeats, bias per step
@@ -32,6 +33,7 @@ from robogen.perturbations import (  # noqa: F401  (importing registers the axes
     embodiment,
     lighting,
     object_pose,
+    object_shape,
     physics,
     sensor,
     texture,
@@ -52,6 +54,7 @@ from robogen.perturbations.distractors import DistractorsAxis, DistractorsPertur
 from robogen.perturbations.embodiment import EmbodimentAxis, EmbodimentPerturbation
 from robogen.perturbations.lighting import LightingAxis, LightingPerturbation
 from robogen.perturbations.object_pose import ObjectPoseAxis, ObjectPosePerturbation
+from robogen.perturbations.object_shape import ObjectShapeAxis, ObjectShapePerturbation
 from robogen.perturbations.physics import PhysicsAxis, PhysicsPerturbation
 from robogen.perturbations.sensor import SensorAxis, SensorPerturbation
 from robogen.perturbations.texture import TextureAxis, TexturePerturbation
@@ -61,8 +64,9 @@ __all__ = [
     "AXES", "AXIS_KINDS", "ActionAxis", "ActionPerturbation", "Axis", "BackgroundAxis",
     "BackgroundPerturbation", "CameraAxis", "CameraPerturbation", "DistractorsAxis",
     "DistractorsPerturbation", "EmbodimentAxis", "EmbodimentPerturbation", "LightingAxis",
-    "LightingPerturbation", "ObjectPoseAxis", "ObjectPosePerturbation", "Perturbation",
-    "PerturbedEnv", "PhysicsAxis", "PhysicsPerturbation", "SensorAxis", "SensorPerturbation",
-    "SimulationUnstableError", "TextureAxis", "TexturePerturbation", "axis_rng", "check_level",
-    "make_axis", "register_axis",
+    "LightingPerturbation", "ObjectPoseAxis", "ObjectPosePerturbation", "ObjectShapeAxis",
+    "ObjectShapePerturbation", "Perturbation", "PerturbedEnv", "PhysicsAxis",
+    "PhysicsPerturbation", "SensorAxis", "SensorPerturbation", "SimulationUnstableError",
+    "TextureAxis", "TexturePerturbation", "axis_rng", "check_level", "make_axis",
+    "register_axis",
 ]

@@ -28,12 +28,19 @@ FAST_IDS = ("gymnasium-robotics/FetchPickAndPlace-v4", "metaworld/pick-place-v3"
             "dm_control/cartpole-swingup", "robosuite/Lift")
 """One env per suite in the fast tests; every other id runs in the slow ones."""
 SLOW_IDS = tuple(i for p in SUITES for i in ENV_FAMILIES.get(p).ids() if i not in FAST_IDS)
+_REBUILT = ("gymnasium-robotics/FetchPush-v4", "gymnasium-robotics/FetchPickAndPlace-v4",
+            "gymnasium-robotics/FetchSlide-v4")
+"""The suite envs whose object ``object_shape`` rebuilds (the others' code refers to their
+objects' geoms, or they have none)."""
 NOT_APPLICABLE: dict[str, frozenset[str]] = {
-    "dm_control/point_mass-easy": frozenset({"distractors"}),
-    "robosuite/PickPlaceCan": frozenset({"distractors"}),
+    **{i: frozenset({"object_shape"}) for p in SUITES for i in ENV_FAMILIES.get(p).ids()
+       if i not in _REBUILT},
+    "dm_control/point_mass-easy": frozenset({"distractors", "object_shape"}),
+    "robosuite/PickPlaceCan": frozenset({"distractors", "object_shape"}),
 }
 """Axes whose scene roles an env lacks (point_mass: the mass reaches its whole floor;
-PickPlaceCan: bins, no table top); every other axis must apply to every suite env."""
+PickPlaceCan: bins, no table top; object_shape: see ``_REBUILT``); every other axis must
+apply to every suite env."""
 MODEL_ONLY: dict[str, frozenset[str]] = {
     f"dm_control/finger-{t}": frozenset({"physics"}) for t in ("spin", "turn_easy", "turn_hard")}
 """Axes that change the model but not the first steps' trajectory: finger's XML disables
@@ -99,6 +106,10 @@ def test_every_axis_identity_and_effect(env_id: str) -> None:
                 assert all(np.array_equal(x, y) for x, y in zip(w_q, n_q, strict=True)), axis
             elif AXES.get(axis).kind == "actuation":  # the motion changes, not the model
                 assert any(not np.allclose(x, y) for x, y in zip(w_q, n_q, strict=True)), axis
+            elif axis == "object_shape":  # the object's geoms change; it may rest still
+                m = scene.model
+                assert m.ngeom != n_model.ngeom or not np.array_equal(m.geom_size,
+                                                                      n_model.geom_size)
             elif axis == "object_pose":  # objects move at once; a mocap target over steps
                 assert any(not np.allclose(x, y) for x, y in zip(w_q, n_q, strict=True)), axis
             else:

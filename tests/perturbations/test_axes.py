@@ -25,13 +25,19 @@ ENV_IDS = tuple(i for p in CORE_FAMILIES for i in ENV_FAMILIES.get(p).ids())
 """Every id of the core families. The optional-suite families (Fetch, Meta-World: mocap-driven
 arms, which the velocity kick below would throw off) run every axis in
 tests/envs/test_suites.py, parametrized over the families that name a suite."""
+OBJECTLESS = ("HalfCheetah", "Hopper", "Walker2d", "Ant", "Reacher", "Swimmer",
+              "InvertedPendulum", "InvertedDoublePendulum")
+"""Gymnasium envs without a manipulated object (no ``object_shape``)."""
 NOT_APPLICABLE: dict[str, frozenset[str]] = {
-    "gymnasium/InvertedPendulum-v5": frozenset({"distractors", "texture", "background"}),
-    "gymnasium/InvertedDoublePendulum-v5": frozenset({"distractors"}),
+    **{f"gymnasium/{n}-v5": frozenset({"object_shape"}) for n in OBJECTLESS},
+    "gymnasium/InvertedPendulum-v5": frozenset({"distractors", "texture", "background",
+                                                "object_shape"}),
+    "gymnasium/InvertedDoublePendulum-v5": frozenset({"distractors", "object_shape"}),
     "gymnasium/Pusher-v5": frozenset({"background"}),
 }
 """Axes whose scene roles an env lacks (no surface near the cart; no textured floor; no floor
-under Pusher's table); every other axis must apply to every env (``missing_roles`` is None)."""
+under Pusher's table; no object); every other axis must apply to every env (``missing_roles``
+is None)."""
 AXIS_NAMES = AXES.names()
 SIZE = 32  # rendered test images are SIZE x SIZE
 STEPS = 8  # fixed-action rollout length
@@ -291,6 +297,8 @@ def split_keys(p) -> set:
         return {_parity([o["offset"] for o in v["offsets"]])}
     if axis in ("sensor", "action"):  # held-out kinds of corruption / fault
         return {v["kind"]}
+    if axis == "object_shape":  # held-out shapes
+        return {v["shape"]}
     raise AssertionError(f"no split key for axis {axis!r}")
 
 
