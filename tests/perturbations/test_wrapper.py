@@ -38,7 +38,8 @@ def test_info_records_every_perturbation_as_json(pick_place):
     assert [r["axis"] for r in records] == list(AXES.names())
     assert all(set(r) - {"applied"} == {"axis", "type", "values", "changed"} for r in records)
     # what took effect is recorded where it can differ from what was sampled
-    assert [r["axis"] for r in records if "applied" in r] == ["distractors", "object_pose"]
+    assert [r["axis"] for r in records if "applied" in r] == [
+        "distractors", "object_pose", "object_shape"]
     assert json.loads(json.dumps(records)) == records  # JSON-serializable as is
     assert info["robogen"]["changed_axes"] == list(AXES.names())
     assert [type(p).__name__ for p in pick_place.perturbations] == [r["type"] for r in records]
