@@ -1,6 +1,6 @@
 """Perturbation axes (factors of variation) and the wrapper that applies them at reset.
 
-Importing this package registers the eleven axes in :data:`AXES`:
+Importing this package registers the twelve axes in :data:`AXES`:
 
 =============  ==========  ==================================================================
 axis           kind        what changes
@@ -17,6 +17,7 @@ object_shape   structural  the manipulated object rebuilt from primitives (8 sha
 sensor         sensor      observation corruption per step: noise, JPEG/quantization, blur/lag,
                            dropped frames (the policy's input only; the scene is untouched)
 action         actuation   action noise, k-step latency, sticky repeats, bias per step
+language       language    a prompted policy's instruction paraphrased, with distractor clauses
 =============  ==========  ==================================================================
 
 Use :class:`PerturbedEnv` to apply a condition (a sequence of
@@ -31,6 +32,7 @@ from robogen.perturbations import (  # noqa: F401  (importing registers the axes
     camera,
     distractors,
     embodiment,
+    language,
     lighting,
     object_pose,
     object_shape,
@@ -52,6 +54,7 @@ from robogen.perturbations.base import (
 from robogen.perturbations.camera import CameraAxis, CameraPerturbation
 from robogen.perturbations.distractors import DistractorsAxis, DistractorsPerturbation
 from robogen.perturbations.embodiment import EmbodimentAxis, EmbodimentPerturbation
+from robogen.perturbations.language import LanguageAxis, LanguagePerturbation
 from robogen.perturbations.lighting import LightingAxis, LightingPerturbation
 from robogen.perturbations.object_pose import ObjectPoseAxis, ObjectPosePerturbation
 from robogen.perturbations.object_shape import ObjectShapeAxis, ObjectShapePerturbation
@@ -63,7 +66,8 @@ from robogen.perturbations.wrapper import PerturbedEnv, SimulationUnstableError,
 __all__ = [
     "AXES", "AXIS_KINDS", "ActionAxis", "ActionPerturbation", "Axis", "BackgroundAxis",
     "BackgroundPerturbation", "CameraAxis", "CameraPerturbation", "DistractorsAxis",
-    "DistractorsPerturbation", "EmbodimentAxis", "EmbodimentPerturbation", "LightingAxis",
+    "DistractorsPerturbation", "EmbodimentAxis", "EmbodimentPerturbation", "LanguageAxis",
+    "LanguagePerturbation", "LightingAxis",
     "LightingPerturbation", "ObjectPoseAxis", "ObjectPosePerturbation", "ObjectShapeAxis",
     "ObjectShapePerturbation", "Perturbation", "PerturbedEnv", "PhysicsAxis",
     "PhysicsPerturbation", "SensorAxis", "SensorPerturbation", "SimulationUnstableError",

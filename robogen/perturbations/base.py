@@ -46,9 +46,10 @@ if TYPE_CHECKING:
 
     from robogen.envs.base import MujocoScene
 
-AXIS_KINDS = ("visual", "physical", "structural", "sensor", "actuation")
+AXIS_KINDS = ("visual", "physical", "structural", "sensor", "actuation", "language")
 """What an axis acts on: the rendered scene, the dynamics, the scene's structure, the
-observation the policy gets (``sensor``) or the action the robot executes (``actuation``)."""
+observation the policy gets (``sensor``), the action the robot executes (``actuation``) or
+the instruction a prompted policy gets (``language``)."""
 BAD_SPLIT = "split must be one of {choices}, got {value!r}"
 
 
@@ -122,9 +123,12 @@ class Perturbation(ABC):  # noqa: B024 - every stage has a no-op default
         MODEL_ORDER: Where ``apply_model`` runs among a condition's axes: lower first, ties
             in the condition's order (``background`` paints over what ``texture`` drew, so
             it runs after it in whatever order the axes are named).
+        EDITS_PROMPT: True if :meth:`edit_prompt` rewrites the instruction of a prompted
+            policy (the ``language`` axis); such a perturbation is recorded as ``changed``.
     """
 
     axis: ClassVar[str] = ""
+    EDITS_PROMPT: ClassVar[bool] = False
     MODEL_FIELDS: ClassVar[tuple[str, ...]] = ()
     NEEDS_SET_CONST: ClassVar[bool] = False
     MODEL_ORDER: ClassVar[int] = 0
@@ -163,6 +167,10 @@ class Perturbation(ABC):  # noqa: B024 - every stage has a no-op default
             ``(changed, applied)``.
         """
         return self.apply_state(model, data, scene), {}
+
+    def edit_prompt(self, prompt: str) -> str:
+        """The instruction a prompted policy gets this episode instead of ``prompt``."""
+        return prompt
 
     def step_filter(self, context: FilterContext) -> StepFilter | None:
         """This episode's per-step filter (a fresh one at every reset), or None if the

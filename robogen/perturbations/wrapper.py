@@ -223,6 +223,13 @@ class PerturbedEnv(gym.Wrapper[Any, Any, Any, Any], gym.utils.RecordConstructorA
             self._spread = (self._measure_spread(),)
         return self._spread[0]
 
+    def edit_prompt(self, prompt: str) -> str:
+        """``prompt`` as this episode's perturbations rewrite it (the ``language`` axis; the
+        other axes leave it as it is)."""
+        for p in self._last:
+            prompt = p.edit_prompt(prompt)
+        return prompt
+
     def set_levels(self, levels: Sequence[AxisLevel | dict[str, Any]]) -> None:
         """Change the condition; takes effect at the next reset.
 
@@ -303,10 +310,12 @@ class PerturbedEnv(gym.Wrapper[Any, Any, Any, Any], gym.utils.RecordConstructorA
         self._bad_list = _bad_counts(data)
         self._steps = 0
         self._last = tuple(perts)
-        # (7) step filters
+        # (7) step filters (and prompt edits, applied by the rollout worker: edit_prompt)
         context = self._filter_context()
         filters = []
         for i, p in enumerate(perts):
+            if p.EDITS_PROMPT:
+                changed[i] = True
             f = p.step_filter(context)
             if f is not None:
                 filters.append(f)

@@ -142,6 +142,25 @@ class SceneViewing(Policy, Protocol):
         ...
 
 
+@runtime_checkable
+class Prompted(Policy, Protocol):
+    """A policy that takes a language instruction (a ``remote:`` policy with ``prompt``).
+
+    The rollout worker gives each env slot its episode's instruction (the ``language`` axis
+    rewrites :attr:`prompt` per episode) before the policy's ``reset`` of those slots.
+    """
+
+    @property
+    def prompt(self) -> str:
+        """The nominal instruction (``""``: the policy is given none)."""
+        ...
+
+    def set_prompts(self, prompts: Mapping[int, str]) -> None:
+        """Use ``prompts[k]`` for env slot ``k`` from its next request on (slots not named
+        keep theirs; a slot never named uses :attr:`prompt`)."""
+        ...
+
+
 NOT_ATTACHED = (
     "expert {name!r} got a batch of {batch} observations but is attached to {n} scenes; "
     "call policy.attach(scenes) with one MujocoScene per env slot before act()"
@@ -186,10 +205,12 @@ class RecordsLoad(Policy, Protocol):
 def policy_inputs(policy: Any) -> tuple[str, ...]:
     """What ``policy`` reads (:data:`~robogen.types.POLICY_INPUTS`): ``("simulator",)`` for a
     :class:`PrivilegedPolicy` (it reads the simulator, not the observation), else
-    ``("observation",)``, plus ``"prompt"`` if it has a non-empty ``prompt`` attribute."""
+    ``("observation",)``, plus ``"prompt"`` for a :class:`Prompted` policy with a non-empty
+    prompt."""
     if isinstance(policy, PrivilegedPolicy):
         return ("simulator",)
-    return ("observation", "prompt") if getattr(policy, "prompt", None) else ("observation",)
+    prompted = isinstance(policy, Prompted) and bool(policy.prompt)
+    return ("observation", "prompt") if prompted else ("observation",)
 
 
 def policy_load_info(policy: Any) -> PolicyLoadInfo:

@@ -52,7 +52,7 @@ import os
 import time
 import warnings
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, ClassVar
 
@@ -158,6 +158,7 @@ class RemotePolicy:
         self._base = ctx.worker_index % len(self.endpoints)
         self._links: dict[int, Link] = {}
         self._route: dict[int, int] = {}
+        self._prompts: dict[int, str] = {}
         self._queues: dict[int, deque[np.ndarray]] = {}
         self._seeds: dict[int, int] = {}
         self.server_latency_ms: dict[int, list[float]] = {}
@@ -174,6 +175,11 @@ class RemotePolicy:
     def prompt(self) -> str:
         """The language instruction sent with every request (``""``: none)."""
         return self.spec.prompt
+
+    def set_prompts(self, prompts: Mapping[int, str]) -> None:
+        """Send ``prompts[k]`` instead of :attr:`prompt` with env slot ``k``'s requests (the
+        ``language`` axis's rewritten instruction of the slot's episode)."""
+        self._prompts.update({int(k): str(v) for k, v in prompts.items()})
 
     def view_scenes(self, scenes: Sequence[Any]) -> None:
         """Bind env slot k to ``scenes[k]``, whose :attr:`AdapterSpec.cameras` are rendered
@@ -205,9 +211,11 @@ class RemotePolicy:
         scene = self._scenes[slot]
         return [np.asarray(scene.render_frame(c, w, h), np.uint8) for c in self.spec.cameras]
 
-    def observation_message(self, obs: Any, extra: Sequence[np.ndarray] = ()) -> dict[str, Any]:
+    def observation_message(self, obs: Any, extra: Sequence[np.ndarray] = (),
+                            prompt: str | None = None) -> dict[str, Any]:
         """The request map of one observation (``(obs_dim,)``, ``(H, W, 3)`` or a dict), with
-        ``extra`` images (``(H, W, 3) uint8``, one per key after the first)."""
+        ``extra`` images (``(H, W, 3) uint8``, one per key after the first) and ``prompt``
+        instead of :attr:`prompt` when given (sent only if the adapter has a prompt)."""
         s = self.spec
         state = obs.get("state") if isinstance(obs, dict) else (
             obs if self.obs_mode == "state" else None)
@@ -223,7 +231,7 @@ class RemotePolicy:
                     img = _resize_with_pad(img, *s.image_size)
                 msg[key] = img
         if s.prompt:
-            msg["prompt"] = s.prompt
+            msg["prompt"] = s.prompt if prompt is None else prompt
         return msg
 
     def chunk(self, reply: Any, endpoint: str | None = None) -> np.ndarray:
@@ -422,7 +430,8 @@ class RemotePolicy:
                                               else row)
 
         def query(i: int) -> np.ndarray:
-            message = self.observation_message(row_of(i), extra.get(i, ()))
+            message = self.observation_message(row_of(i), extra.get(i, ()),
+                                               self._prompts.get(rows[i]))
             try:
                 return self.chunk(self._call(rows[i], message))
             except SpaceMismatchError as e:  # passed the probe: the server broke the contract

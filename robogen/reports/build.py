@@ -385,7 +385,8 @@ def _unobserved(
 ) -> dict[str, str]:
     """The applied axes of ``c`` that cannot reach the policy, with why: a visual axis on a
     state policy (unless it also changed the dynamics), a sensor axis on a policy that reads
-    the simulator instead of its observation (a privileged expert)."""
+    the simulator instead of its observation (a privileged expert), a language axis on a
+    policy without a prompt."""
     out: dict[str, str] = {}
     for a in c.axes:
         if not applied[a]:
@@ -397,6 +398,9 @@ def _unobserved(
         elif kind == "sensor" and inputs and "observation" not in inputs:
             out[a] = ("the policy reads the simulator's state (a privileged expert), not its "
                       "observation, so this sensor corruption cannot reach it")
+        elif kind == "language" and inputs and "prompt" not in inputs:
+            out[a] = ("the policy takes no instruction (no prompt), so this rewritten prompt "
+                      "cannot reach it")
     return out
 
 

@@ -105,7 +105,8 @@ def summary_notes(report: Report) -> list[str]:
     if any(g.status == STATUS_NOT_OBSERVED for g in (*report.gaps, *report.combined_gaps)):
         out.append("not observed: the policy cannot perceive that axis (a visual axis for a "
                    f"{report.policy_obs_mode!r} policy, a sensor axis for a privileged "
-                   "expert); see the report's notes")
+                   "expert, a language axis for a policy without a prompt); see the "
+                   "report's notes")
     worse = [s for s in report.safety if s.diff_low > 0]
     if worse:
         from robogen.reports.safety import format_value

@@ -215,6 +215,7 @@ class EpisodeWorker:
         self._load_cause = "infra_error"
         self._deadline = unit_deadline(load_budget_s)
         self._unit_aware: Any = None
+        self._prompted: Any = None
         self._latency: Any = None
         self._monitors: list[Any] = []
         self._action_shape: tuple[int, ...] = tuple(
@@ -238,7 +239,7 @@ class EpisodeWorker:
         if self.policy is not None:
             return True
         from robogen.policies import load_policy, policy_capabilities
-        from robogen.policies.base import LatencyReporting, UnitAware
+        from robogen.policies.base import LatencyReporting, Prompted, UnitAware
 
         m = self.manifest
         ctx = policy_context(m.env_id, m.obs_mode, m.vecnormalize, self._envs[0],
@@ -257,6 +258,8 @@ class EpisodeWorker:
         self._takes_slots, self._takes_seeds = caps.slots, caps.seeds
         self._latency = self.policy if isinstance(self.policy, LatencyReporting) else None
         self._unit_aware = self.policy if isinstance(self.policy, UnitAware) else None
+        self._prompted = (self.policy if isinstance(self.policy, Prompted) and self.policy.prompt
+                          else None)
         self._attach()
         return True
 
@@ -371,6 +374,8 @@ class EpisodeWorker:
             except Exception as e:  # noqa: BLE001 - recorded with its cause
                 self._finish(slot, start, cause="sim_unstable", error=_short_error(e))
         self._resolve_frames(slots, range(n), start, setup=True)
+        if self._prompted is not None:
+            self._give_prompts(envs, slots)
         if self.frame_hook is not None:  # videos start with the reset frame
             for k, env in envs.items():
                 if not slots[k].done:
@@ -543,6 +548,21 @@ class EpisodeWorker:
         slot.cause = None if success else cause
         slot.error = error
         slot.wall_time_s = time.perf_counter() - start
+
+    def _give_prompts(self, envs: dict[int, Any], slots: list[_Slot]) -> None:
+        """Each slot's instruction of this episode (the ``language`` axis rewrites it), given
+        to the prompted policy and recorded as the language record's ``applied.prompt``."""
+        base = self._prompted.prompt
+        prompts = {}
+        for k, env in envs.items():
+            prompts[k] = text = env.edit_prompt(base)
+            if text != base and not slots[k].done:
+                records = json.loads(slots[k].perturbations)
+                for rec in records:
+                    if rec.get("axis") == "language":
+                        rec["applied"] = {**rec.get("applied", {}), "prompt": text}
+                slots[k].perturbations = json.dumps(records)
+        self._prompted.set_prompts(prompts)
 
     def _monitor(self, k: int) -> Any:
         """Env slot ``k``'s safety monitor (one per env, reused across episodes)."""

@@ -104,6 +104,9 @@ def test_every_axis_identity_and_effect(env_id: str) -> None:
             elif AXES.get(axis).kind == "sensor":  # the policy's input changes, not the motion
                 assert any(not np.array_equal(x, y) for x, y in zip(w_obs, n_obs, strict=True))
                 assert all(np.array_equal(x, y) for x, y in zip(w_q, n_q, strict=True)), axis
+            elif AXES.get(axis).kind == "language":  # a prompted policy's instruction only
+                assert all(np.array_equal(x, y) for x, y in zip(w_obs, n_obs, strict=True))
+                assert all(np.array_equal(x, y) for x, y in zip(w_q, n_q, strict=True)), axis
             elif AXES.get(axis).kind == "actuation":  # the motion changes, not the model
                 assert any(not np.allclose(x, y) for x, y in zip(w_q, n_q, strict=True)), axis
             elif axis == "object_shape":  # the object's geoms change; it may rest still

@@ -199,6 +199,14 @@ def test_severity_one_changes_something_measurable(pool, axis, env_id):
         low = SPARSE_MIN_PIXEL_DIFF.get(env_id, {}).get(axis, MIN_PIXEL_DIFF[axis])
         assert diff >= low, f"{axis} on {env_id}: mean pixel diff {diff:.2f}"
         return
+    if kind == "language":  # the instruction only: the scene, observations and motion stay
+        w_obs, w_q = rollout(wrapped, {"seed": SEED, "options": {"perturbation_seed": PSEED}})
+        n_obs, n_q = rollout(nominal, {"seed": SEED})
+        assert differing(model_arrays(scene_of(wrapped).model), nominal_model) == []
+        assert all(np.array_equal(a, b) for a, b in zip(w_obs, n_obs, strict=True))
+        assert all(np.array_equal(a, b) for a, b in zip(w_q, n_q, strict=True))
+        assert wrapped.edit_prompt("pick the red block") != "pick the red block"
+        return
     if kind in ("sensor", "actuation"):  # per step, between the policy and the scene: the
         # model stays nominal; a sensor changes what the policy sees, not the motion; an
         # actuation fault changes the motion, not the first observation
@@ -299,6 +307,8 @@ def split_keys(p) -> set:
         return {v["kind"]}
     if axis == "object_shape":  # held-out shapes
         return {v["shape"]}
+    if axis == "language":  # held-out templates, replacement words and clauses
+        return ({v["template"]} - {""}) | {new for _, new in v["synonyms"]} | set(v["clauses"])
     raise AssertionError(f"no split key for axis {axis!r}")
 
 
