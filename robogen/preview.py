@@ -30,7 +30,9 @@ def preview_images(
     size: int = 128,
     camera: str | None = None,
 ) -> np.ndarray:
-    """Render episode 0 of ``seed`` under each axis at each severity.
+    """Render episode 0 of ``seed`` under each axis at each severity (the frame as the
+    policy would get it: a ``sensor`` corruption applied; ``action`` and ``language`` change
+    nothing in the first frame).
 
     Returns:
         ``(len(axes), len(severities), size, size, 3) uint8`` images.
@@ -64,7 +66,8 @@ def preview_images(
                     seed=episode_seed(seed, 0),
                     options={"perturbation_seed": perturbation_seed(seed, 0)},
                 )
-                grid[r, c] = scene.render_frame(camera, size, size)
+                # per-step corruptions of what the policy sees (the sensor axis) included
+                grid[r, c] = env.filter_observation(scene.render_frame(camera, size, size))
     finally:
         env.close()
     return grid

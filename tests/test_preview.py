@@ -36,3 +36,9 @@ def test_out_must_be_a_png_file(tmp_path, name):
 def test_write_preview_writes_a_png(tmp_path):
     out = write_preview(tmp_path / "g.png", "robogen/Reach-v0", ["texture"], [0.0, 1.0], size=32)
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_the_sensor_axis_shows_its_corruption_and_the_action_axis_nothing():
+    grid = preview_images("robogen/Push-v0", ["sensor", "action"], [0.0, 1.0], size=48)
+    assert np.abs(grid[0, 1].astype(float) - grid[0, 0]).mean() > 1.0  # a corrupted frame
+    assert np.array_equal(grid[1, 1], grid[1, 0])  # the first frame: no action taken yet

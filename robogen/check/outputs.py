@@ -173,17 +173,23 @@ def _safety_text(x: SafetyCheck) -> str:
 def safety_lines(result: CheckResult) -> list[str]:
     """The markdown section of the safety gate: what regressed, and the method."""
     bad = [x for x in result.safety if x.verdict == REGRESSION]
+    open_ = [x for x in result.safety if x.verdict == INCONCLUSIVE]
     lines = [f"**Safety** (margin {result.safety_margin:g} of the baseline's mean, "
              f"{len(result.safety)} tests, Holm-adjusted): "
              + (f"{len(bad)} regression{'s' if len(bad) != 1 else ''}" if bad
-                else "no significant increase.")]
+                else "no significant increase" if not open_ else "undecided")
+             + (f"; {len(open_)} increase{'s' if len(open_) != 1 else ''} beyond the tolerance "
+                "that so few pairs cannot decide (the smallest attainable p-value is not below "
+                f"{result.alpha:g} / {len(result.safety)}): run more episodes"
+                if open_ else "") + "."]
+    bad = bad + open_
     if bad:
         lines += ["", "| condition | metric | baseline | candidate | difference "
-                  f"[{result.confidence * 100:g}% CI] | tolerated | adj. p |",
-                  "|---|---|---|---|---|---|---|"]
+                  f"[{result.confidence * 100:g}% CI] | tolerated | adj. p | verdict |",
+                  "|---|---|---|---|---|---|---|---|"]
         lines += [f"| {x.condition} | {x.metric} [{x.unit}] | {x.baseline_mean:.3g} | "
                   f"{x.candidate_mean:.3g} | {x.diff:+.3g} [{x.ci_low:+.3g}, {x.ci_high:+.3g}] "
-                  f"| {x.tolerance:.3g} | {_p(x.p_adjusted)} |" for x in bad]
+                  f"| {x.tolerance:.3g} | {_p(x.p_adjusted)} | {x.verdict} |" for x in bad]
     lines += ["", "<sub>Per condition and metric, paired differences candidate - baseline; "
               "one-sided sign-flip test of a mean increase beyond the tolerance (margin x "
               "|baseline mean|); check.json lists every test.</sub>"]
@@ -220,6 +226,10 @@ def render_junit(result: CheckResult) -> str:
                           name=f"safety: {metric}", time="0")
         detail = "\n".join(_safety_text(x) for x in tests)
         bad = [x for x in tests if x.verdict == REGRESSION]
+        if not bad and any(x.verdict == INCONCLUSIVE for x in tests):
+            ET.SubElement(case, "skipped", message="inconclusive: " + "; ".join(
+                _safety_text(x) for x in tests if x.verdict == INCONCLUSIVE))
+            skipped += 1
         if bad:
             el = ET.SubElement(case, "failure", type=REGRESSION,
                                message="regression: " + "; ".join(_safety_text(x) for x in bad))

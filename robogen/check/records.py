@@ -208,7 +208,8 @@ class SafetyCheck(Record):
         tolerance: ``margin * |baseline_mean|``, in the metric's unit.
         p_value: One-sided p-value of ``H0: mean(d) <= tolerance``.
         p_adjusted: Holm-adjusted over every test of the check.
-        verdict: ``regression`` or ``ok``.
+        verdict: ``regression``, ``inconclusive`` (an increase beyond the tolerance that
+            the test cannot decide with so few pairs) or ``ok``.
     """
 
     condition: str

@@ -12,7 +12,11 @@ steps than the baseline had; where the baseline's mean is 0, no increase is tole
   test of ``d - tau`` (Fisher 1935; exact up to 16 non-zero differences);
 * Holm's step-down procedure over every (condition, metric) test keeps the chance of any
   false ``regression`` at most ``alpha``;
-* a rejected ``H0`` is a ``regression`` (the check exits 1), else ``ok``.
+* a rejected ``H0`` is a ``regression`` (the check exits 1); a test that could not reject
+  even with every difference positive (too few non-zero pairs for Holm's ``alpha / tests``:
+  8 pairs give at best p = 1/256, not below 0.05 / 24) and whose mean increase exceeds the
+  tolerance is ``inconclusive`` (the check is then not a ``pass``; ``--fail-on-inconclusive``
+  exits 1); else ``ok``.
 
 The interval shown is the percentile bootstrap of ``mean(d)`` at ``1 - 2 alpha``.
 """
@@ -25,7 +29,15 @@ import math
 import numpy as np
 
 from robogen.check.inputs import RunData
-from robogen.check.records import EXIT_REGRESSION, REGRESSION, SAFETY_OK, CheckResult, SafetyCheck
+from robogen.check.records import (
+    EXIT_REGRESSION,
+    INCONCLUSIVE,
+    PASS,
+    REGRESSION,
+    SAFETY_OK,
+    CheckResult,
+    SafetyCheck,
+)
 from robogen.errors import InvalidSpecError
 from robogen.reports.paired import holm_adjust, sign_flip_pvalue
 from robogen.reports.stats import bootstrap_mean_interval
@@ -42,11 +54,27 @@ UNPAIRED = (
 )
 
 
+MAX_SAFETY_MARGIN = 100.0
+"""Largest ``--safety-margin`` (a 100-fold increase tolerated)."""
+
+
 def check_safety_margin(margin: float | None) -> None:
-    """Raises InvalidSpecError unless ``margin`` is None or a finite number >= 0."""
-    if margin is not None and not (math.isfinite(margin) and margin >= 0):
-        raise InvalidSpecError(f"--safety-margin must be a finite number >= 0, a relative "
-                               f"increase such as 0.2 (20 %), got {margin!r}")
+    """Raises InvalidSpecError unless ``margin`` is None or a number in [0, 100]."""
+    if margin is not None and not (math.isfinite(margin)
+                                   and 0 <= margin <= MAX_SAFETY_MARGIN):
+        raise InvalidSpecError(f"--safety-margin must be a number in [0, {MAX_SAFETY_MARGIN:g}]"
+                               f", a relative increase such as 0.2 (20 %), got {margin!r}")
+
+
+def min_pvalue(d: np.ndarray) -> float:
+    """The smallest one-sided sign-flip p-value ``d`` could give (all its non-zero
+    differences positive): ``2^-k`` for ``k`` non-zero ones (exact up to 16), else the
+    resampled test's ``1 / (resamples + 1)``."""
+    from robogen.reports.paired import EXACT_SIGN_FLIP_MAX, SIGN_FLIP_RESAMPLES
+
+    k = int(np.count_nonzero(d))
+    return 1.0 if k <= 1 else (2.0**-k if k <= EXACT_SIGN_FLIP_MAX
+                               else 1.0 / (SIGN_FLIP_RESAMPLES + 1))
 
 
 def require_safety(data: RunData, role: str) -> None:
@@ -86,11 +114,22 @@ def safety_checks(baseline: RunData, candidate: RunData, margin: float, alpha: f
                          "candidate_mean": float(cv.mean()), "diff": float(d.mean()),
                          "ci_low": low, "ci_high": high, "tolerance": tau,
                          "p_value": sign_flip_pvalue(d - tau, seed=seed,
-                                                        alternative="greater")})
+                                                        alternative="greater"),
+                         "_min_p": min_pvalue(d - tau)})
     adjusted = holm_adjust([r["p_value"] for r in rows])
-    return tuple(SafetyCheck(**r, p_adjusted=float(p),
-                             verdict=REGRESSION if p < alpha else SAFETY_OK)
-                 for r, p in zip(rows, adjusted, strict=True))
+    out = []
+    for r, p in zip(rows, adjusted, strict=True):
+        # Holm rejects nothing unless the smallest p-value is below alpha / (tests): a test
+        # that could not get there even with every difference positive cannot decide
+        powerless = r.pop("_min_p") * len(rows) >= alpha
+        if p < alpha:
+            verdict = REGRESSION
+        elif powerless and r["diff"] > r["tolerance"]:
+            verdict = INCONCLUSIVE
+        else:
+            verdict = SAFETY_OK
+        out.append(SafetyCheck(**r, p_adjusted=float(p), verdict=verdict))
+    return tuple(out)
 
 
 def with_safety(result: CheckResult, baseline: RunData, candidate: RunData,
@@ -98,8 +137,11 @@ def with_safety(result: CheckResult, baseline: RunData, candidate: RunData,
     """``result`` with the safety tests added; a safety regression makes the whole check a
     ``regression`` (exit 1)."""
     checks = safety_checks(baseline, candidate, margin, result.alpha)
-    regressed = any(s.verdict == REGRESSION for s in checks)
-    return dataclasses.replace(
-        result, safety_margin=float(margin), safety=checks,
-        verdict=REGRESSION if regressed else result.verdict,
-        exit_code=EXIT_REGRESSION if regressed else result.exit_code)
+    verdict, exit_code = result.verdict, result.exit_code
+    if any(s.verdict == REGRESSION for s in checks):
+        verdict, exit_code = REGRESSION, EXIT_REGRESSION
+    elif any(s.verdict == INCONCLUSIVE for s in checks) and verdict == PASS:
+        verdict = INCONCLUSIVE
+        exit_code = EXIT_REGRESSION if result.fail_on_inconclusive else exit_code
+    return dataclasses.replace(result, safety_margin=float(margin) + 0.0, safety=checks,
+                               verdict=verdict, exit_code=exit_code)

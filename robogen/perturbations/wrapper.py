@@ -223,6 +223,14 @@ class PerturbedEnv(gym.Wrapper[Any, Any, Any, Any], gym.utils.RecordConstructorA
             self._spread = (self._measure_spread(),)
         return self._spread[0]
 
+    def filter_observation(self, obs: Any) -> Any:
+        """``obs`` as this episode's step filters pass it to the policy (the ``sensor``
+        axis's corruptions; ``robogen preview`` shows a rendered frame through them). Each
+        call advances the filters' streams like a step."""
+        for f in self._filters:
+            obs = f.observation(obs)
+        return obs
+
     def edit_prompt(self, prompt: str) -> str:
         """``prompt`` as this episode's perturbations rewrite it (the ``language`` axis; the
         other axes leave it as it is)."""

@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import math
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
@@ -157,7 +157,7 @@ def build_report(
         bootstrap_seed=seed,
         created=created or datetime.now(UTC).isoformat(timespec="seconds"),
         errors=_errors(results),
-        breaking_points=_breaking_points(paired),
+        breaking_points=_breaking_points(paired, _unobserved_axes(singles)),
         faults=tuple(faults),
         sequential=seq,
         safety=safety_stats(
@@ -181,13 +181,25 @@ class _Paired:
     seed: int
 
 
-def _breaking_points(p: _Paired) -> tuple[BreakingPoint, ...]:
-    """Breaking points of a severity sweep, on the episodes every severity of an axis shares."""
+def _unobserved_axes(singles: Sequence[AxisGap]) -> set[str]:
+    """Axes whose every single-axis gap is "not observed by this policy"."""
+    by_axis: dict[str, list[str]] = {}
+    for g in singles:
+        by_axis.setdefault(g.axis, []).append(g.status)
+    return {a for a, st in by_axis.items() if all(s == STATUS_NOT_OBSERVED for s in st)}
+
+
+def _breaking_points(p: _Paired, unobserved: Collection[str] = ()
+                     ) -> tuple[BreakingPoint, ...]:
+    """Breaking points of a severity sweep, on the episodes every severity of an axis shares
+    (none for an axis the policy does not observe: it cannot break there)."""
     from robogen.reports.sweep import breaking_point
 
     manifest, nom_success = p.manifest, p.nom_success
     out = []
     for axis in manifest.axes if manifest.breaking_levels else ():
+        if axis in unobserved:
+            continue
         singles = {c.levels[0].severity: c.name for c in manifest.conditions
                    if c.axes == (axis,) and c.split == "all"}
         maps = {s: {r.episode_index: r.success for r in p.by_cond[n] if r.cause not in

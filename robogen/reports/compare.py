@@ -202,6 +202,8 @@ def compare_runs(
         safety=safety_differences(labels, [episode_values(r.results) for r in runs],
                                   (nominal, *conds), confidence=confidence, n_boot=n_boot,
                                   seed=seed),
+        no_safety=tuple(label for label, r in zip(labels, runs, strict=True)
+                        if not r.manifest.safety),
     )
 
 

@@ -132,7 +132,11 @@ def render_compare_markdown(c: Comparison) -> str:
             "| " + " | ".join(h.format(ci=ci) for h in _DIFF_HEAD) + " |",
             "|" + "---|" * len(_DIFF_HEAD)]
     out += ["| " + " | ".join(r) + " |" for r in _diff_rows(c)]
-    if c.safety:
+    missing = list(c.no_safety)
+    if missing and len(missing) < len(c.runs):
+        out += ["", f"**Safety between policies**: not compared: {', '.join(missing)} "
+                "recorded no safety metrics (evaluate with robogen eval --safety)"]
+    elif c.safety:
         worse = [d for d in c.safety if d.ci_low > 0 or d.ci_high < 0]
         headers, rows = difference_table(worse, c.confidence)
         out += ["", f"**Safety between policies** ({len(worse)} of {len(c.safety)} paired "

@@ -133,6 +133,8 @@ class Comparison:
         created: ISO 8601 UTC build time.
         safety: Paired differences of the safety metrics between the runs (runs recorded
             with ``--safety``), per condition (nominal first); empty otherwise.
+        no_safety: Labels of the runs that recorded no safety metrics (their pairs are not
+            compared; the markdown says so when only some runs recorded them).
     """
 
     schema_version: int
@@ -145,6 +147,7 @@ class Comparison:
     n_boot: int
     created: str
     safety: tuple[SafetyDifference, ...] = ()
+    no_safety: tuple[str, ...] = ()
 
     def difference(self, condition: str, run_a: str, run_b: str) -> PolicyDifference:
         """The difference of ``run_a`` minus ``run_b`` on ``condition`` (KeyError if absent)."""

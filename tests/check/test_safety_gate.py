@@ -20,9 +20,9 @@ from robogen.reports.evaluation import evaluate
 JITTERY = "python:tests/fixtures/jittery_policies.py:jittery"
 
 
-def _run(out, policy: str, safety: bool = True):
+def _run(out, policy: str, safety: bool = True, episodes: int = 12):
     cfg = load_eval_config(None, env="robogen/Reach-v0", policy=policy, axes=["physics"],
-                           severities=[1.0], combined=False, episodes=12, batch_size=4,
+                           severities=[1.0], combined=False, episodes=episodes, batch_size=4,
                            seed=0, videos=0, backend="serial", safety=safety, out=out)
     return evaluate(cfg).run_dir
 
@@ -33,7 +33,9 @@ def runs(tmp_path_factory):
     return {"expert": _run(root / "expert", "expert:reach"),
             "expert2": _run(root / "expert2", "expert:reach"),
             "jittery": _run(root / "jittery", JITTERY),
-            "plain": _run(root / "plain", "expert:reach", safety=False)}
+            "plain": _run(root / "plain", "expert:reach", safety=False),
+            "expert4": _run(root / "expert4", "expert:reach", episodes=4),
+            "jittery4": _run(root / "jittery4", JITTERY, episodes=4)}
 
 
 def test_a_rougher_candidate_fails_on_jerk(runs, tmp_path):
@@ -67,12 +69,32 @@ def test_runs_without_safety_metrics_and_bad_margins_are_refused(runs, tmp_path)
                                                "--safety"):
         run_check(runs["plain"], runs["jittery"], safety_margin=0.2, out=tmp_path / "c")
     assert not (tmp_path / "c").exists()
-    done = subprocess.run(
-        [sys.executable, "-m", "robogen.cli", "check", "--baseline", str(runs["expert"]),
-         "--candidate", str(runs["jittery"]), "--safety-margin", "-1", "--out",
-         str(tmp_path / "d")], capture_output=True, text=True, timeout=120)
-    assert done.returncode == 2 and "--safety-margin must be a finite number >= 0" in done.stderr
-    assert not (tmp_path / "d").exists()
+    for bad in ("-1", "nan", "1e308"):
+        done = subprocess.run(
+            [sys.executable, "-m", "robogen.cli", "check", "--baseline", str(runs["expert"]),
+             "--candidate", str(runs["jittery"]), f"--safety-margin={bad}", "--out",
+             str(tmp_path / "d")], capture_output=True, text=True, timeout=120)
+        assert done.returncode == 2, (bad, done.stderr)
+        assert "--safety-margin must be a number in [0, 100]" in " ".join(done.stderr.split())
+        assert not (tmp_path / "d").exists()
+    run_check(runs["expert"], runs["expert2"], safety_margin=-0.0, out=tmp_path / "z")
+    assert "margin 0 of" in (tmp_path / "z" / "check.md").read_text()
+
+
+def test_too_few_pairs_to_decide_is_inconclusive_not_a_pass(runs, tmp_path):
+    """4 pairs give at best p = 1/16, never below 0.05 / 12 tests: the rougher candidate's
+    jerk increase is undecided, not 'no significant increase'."""
+    out = run_check(runs["expert4"], runs["jittery4"], safety_margin=0.2, out=tmp_path / "c")
+    r = out.result
+    jerk = [s for s in r.safety if s.metric == "action_jerk"]
+    assert jerk and all(s.verdict == "inconclusive" and s.diff > s.tolerance for s in jerk)
+    assert all(s.verdict != REGRESSION for s in r.safety)
+    assert r.verdict == "inconclusive" and r.exit_code == 0
+    md = (tmp_path / "c" / "check.md").read_text()
+    assert "so few pairs cannot decide" in md and "run more episodes" in md
+    strict = run_check(runs["expert4"], runs["jittery4"], safety_margin=0.2,
+                       fail_on_inconclusive=True, out=tmp_path / "s")
+    assert strict.result.exit_code == 1
 
 
 def test_compare_lists_the_safety_differences_between_policies(runs, tmp_path):
@@ -88,3 +110,5 @@ def test_compare_lists_the_safety_differences_between_policies(runs, tmp_path):
     md = files["md"].read_text()
     assert "**Safety between policies**" in md and "| nominal | action_jerk" in md
     assert "<h2>Safety between policies</h2>" in files["html"].read_text()
+    files = compare_dirs([runs["expert"], runs["plain"]], tmp_path / "cmp2")
+    assert "not compared: plain recorded no safety metrics" in files["md"].read_text()
