@@ -1,6 +1,7 @@
 """``PerturbedEnv``: applies a condition's axis levels to a MuJoCo scene at every reset.
 
-At ``reset`` (never per step) the wrapper:
+At ``reset`` the wrapper (per step it only passes actions and observations through the
+episode's step filters, when an axis made some):
 
 1. drops levels of severity 0 (bit-identical nominal) and validates the rest;
 2. samples one :class:`~robogen.perturbations.base.Perturbation` per level, each
