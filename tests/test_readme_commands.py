@@ -1,6 +1,8 @@
-"""Every ``robogen`` command line the README shows parses (issue 27): each option it names
-exists on that command and its value has the option's type. The README had documented
-``robogen eval --env-kwargs ...`` before the option existed ("No such option")."""
+"""Every ``robogen`` command line the README and the documentation pages show parses (issue
+27): each option it names exists on that command and its value has the option's type. The
+README had documented ``robogen eval --env-kwargs ...`` before the option existed ("No such
+option"). The pages are README.md and docs/**/*.md (the site's sources, generated reference
+pages included; docs/dev/ holds no user documentation)."""
 
 from __future__ import annotations
 
@@ -14,15 +16,17 @@ from typer.exceptions import TyperException
 
 from robogen.cli import app
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+ROOT = Path(__file__).resolve().parents[1]
+README = ROOT / "README.md"
+PAGES = [README, *sorted(p for p in (ROOT / "docs").rglob("*.md")
+                         if "dev" not in p.relative_to(ROOT / "docs").parts[:1])]
 _PREFIX = re.compile(r"^(?:[A-Z_]+=\S+\s+)*(?:\S*/)?robogen\s")
 
 
-def _command_lines() -> list[str]:
-    """``robogen ...`` lines of the README's code blocks (continuations joined) and its inline
+def _command_lines(text: str) -> list[str]:
+    """``robogen ...`` lines of a page's code blocks (continuations joined) and its inline
     code spans that run something (name an env, policy, run, ...); mentions of one option
     (``robogen scale --n-boot``) and synopses with ``...`` or ``[--opt]`` are left out."""
-    text = README.read_text()
     lines = []
     for block in re.findall(r"```[a-z]*\n(.*?)```", text, re.S):
         for line in re.sub(r"\\\n\s*", " ", block).splitlines():
@@ -31,17 +35,19 @@ def _command_lines() -> list[str]:
                 lines.append(line)
     for span in re.findall(r"`((?:\S*/)?robogen [^`]+)`", text):
         span = " ".join(span.split())
-        runs = re.search(r"--(env|policy|resume|baseline|curves|task|runs)\b", span)
+        runs = re.search(r"--(env|policy|resume|baseline|curves|task|runs)[ =]\S", span)
         if runs and "..." not in span and "[" not in span:  # a command, not an option's name
             lines.append(span)
     return list(dict.fromkeys(lines))
 
 
-COMMANDS = _command_lines()
+README_COMMANDS = _command_lines(README.read_text())
+COMMANDS = list(dict.fromkeys(c for page in PAGES for c in _command_lines(page.read_text())))
 
 
-def test_the_readme_shows_command_lines() -> None:
-    assert len(COMMANDS) >= 15
+def test_the_pages_show_command_lines() -> None:
+    assert len(README_COMMANDS) >= 8  # the README's eval, serve, scale, plan, check examples
+    assert len(COMMANDS) >= 30
     assert any("--env-kwargs" in c for c in COMMANDS)  # the Meta-World task option
 
 
@@ -60,4 +66,4 @@ def test_a_readme_command_line_parses(line: str) -> None:
         try:
             command.make_context(name, sub_args, parent=ctx)
         except TyperException as e:  # click's UsageError: no such option, a bad value
-            pytest.fail(f"README command line {line!r} does not parse: {e}")
+            pytest.fail(f"documented command line {line!r} does not parse: {e}")
