@@ -1,6 +1,9 @@
 # robogen: two commands on a fresh machine.
 #   make demo   set up .venv and compare the shipped pixel policies (plain vs augmented) on Push
 #   make test   set up .venv and run the test suite
+# More: make docs (regenerate docs/reference/ and build the site into site/, strict),
+# make lint, make check-slow, make bench; suites: make setup-fetch, setup-metaworld,
+# setup-suites (the MuJoCo 3.x track in .venv-suites), test-suites.
 SHELL := /bin/bash
 PYTHON ?= python3
 VENV ?= .venv
@@ -11,7 +14,7 @@ DEMO_EPISODES ?= 72
 DEMO_OUT ?= runs/demo
 
 .PHONY: setup setup-fetch setup-metaworld setup-suites test-suites check-slow-suites demo test \
-	check-slow bench preview lint clean
+	check-slow bench preview lint docs clean
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -92,5 +95,11 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff check robogen tests benchmarks scripts
 	$(VENV)/bin/basedpyright --pythonpath $(PY) robogen
 
+# The documentation site (docs/, mkdocs.yml): the reference pages regenerated from the code,
+# then mkdocs build --strict, which fails on any warning (a broken link or anchor included).
+docs: $(STAMP)
+	$(PY) scripts/gen_docs.py
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict
+
 clean:
-	rm -rf $(VENV) $(SUITES_VENV) runs .pytest_cache
+	rm -rf $(VENV) $(SUITES_VENV) runs site .pytest_cache
