@@ -1,8 +1,9 @@
 """Every ``robogen`` command line the README and the documentation pages show parses (issue
 27): each option it names exists on that command and its value has the option's type. The
 README had documented ``robogen eval --env-kwargs ...`` before the option existed ("No such
-option"). The pages are README.md and docs/**/*.md (the site's sources, generated reference
-pages included; docs/dev/ holds no user documentation)."""
+option"). The pages are README.md and docs/**/*.md, the site's sources (not docs/dev/, which
+holds no user documentation, nor the generated docs/reference/, whose usage lines are
+synopses written from the CLI itself)."""
 
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ from robogen.cli import app
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
 PAGES = [README, *sorted(p for p in (ROOT / "docs").rglob("*.md")
-                         if "dev" not in p.relative_to(ROOT / "docs").parts[:1])]
+                         if p.relative_to(ROOT / "docs").parts[0] not in ("dev", "reference"))]
 _PREFIX = re.compile(r"^(?:[A-Z_]+=\S+\s+)*(?:\S*/)?robogen\s")
 
 
