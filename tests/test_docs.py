@@ -100,6 +100,7 @@ def test_the_cli_reference_documents_every_command_and_option() -> None:
 def test_the_site_builds_strict(tmp_path: Path) -> None:
     pytest.importorskip("mkdocs")
     pytest.importorskip("material")
+    pytest.importorskip("mkdocstrings_handlers.python")
     r = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "--quiet",
                         "--site-dir", str(tmp_path / "site")], cwd=ROOT, capture_output=True,
                        text=True, timeout=300, env={**os.environ, "NO_MKDOCS_2_WARNING": "1"})
@@ -108,4 +109,6 @@ def test_the_site_builds_strict(tmp_path: Path) -> None:
     for page in ("index.html", "reference/cli/index.html", "benchmarks/index.html",
                  "evaluate/index.html"):
         assert (built / page).is_file(), page
+    api = (built / "reference" / "api" / "index.html").read_text()
+    assert 'id="robogen.types.EpisodeResult"' in api  # the docstrings were rendered
     assert not (built / "dev").exists()  # docs/dev/ is not part of the site
