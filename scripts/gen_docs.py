@@ -66,20 +66,28 @@ def _unset(value: object) -> bool:
         or repr(value) in ("UNSET", "Sentinel.UNSET", "<UNSET>")
 
 
+def _text(text: object) -> str:
+    """``text`` as one line of Markdown prose (asterisks and angle brackets escaped)."""
+    s = " ".join(str(text).split())
+    for char, escaped in (("\\", "\\\\"), ("*", "\\*"), ("<", "&lt;"), (">", "&gt;")):
+        s = s.replace(char, escaped)
+    return s
+
+
 def _default(param: Any) -> str:
-    """The option's default as shown in the table, or ``""``."""
+    """The option's default as ``, default `X``` (``""`` when it has none to show)."""
     if getattr(param, "required", False):
-        return "required"
+        return ", required"
     value = param.default
     if _unset(value) or callable(value):
         return ""
     if getattr(param, "is_flag", False) and getattr(param, "secondary_opts", None):
-        return _code(param.opts[0] if value else param.secondary_opts[0])
+        return f", default `{param.opts[0] if value else param.secondary_opts[0]}`"
     if getattr(param, "is_flag", False):
-        return "on" if value else "off"
+        return ", default on" if value else ""
     if isinstance(value, (list, tuple)):
-        return ", ".join(_code(str(v)) for v in value) if value else ""
-    return _code(str(getattr(value, "value", value)))
+        return ", default " + ", ".join(f"`{v}`" for v in value) if value else ""
+    return f", default `{getattr(value, 'value', value)}`"
 
 
 def _type_name(param: Any, ctx: Any) -> str:
@@ -103,24 +111,24 @@ def _arg_name(param: Any) -> str:
                or (param.name or "").upper())
 
 
-def _param_rows(params: list[Any], ctx: Any) -> tuple[list[str], list[str]]:
-    """Table rows of a command's arguments and options (hidden ones left out)."""
+def _param_items(params: list[Any], ctx: Any) -> tuple[list[str], list[str]]:
+    """List items of a command's arguments and options (hidden ones left out)."""
     args, opts = [], []
     for p in params:
         if getattr(p, "hidden", False):
             continue
+        kind = _text(_type_name(p, ctx))
         if p.param_type_name == "argument":
             need = "required" if p.required else "optional"
-            args.append(f"| {_code(_arg_name(p))} | {_cell(_type_name(p, ctx))} | "
-                        f"{need} | {_cell(getattr(p, 'help', '') or '')} |")
+            args.append(f"- `{_arg_name(p)}` *{kind}*, {need}: "
+                        f"{_text(getattr(p, 'help', '') or '')}")
             continue
-        names = ", ".join(_code(o) for o in [*p.opts, *p.secondary_opts])
+        names = " / ".join(f"`{o}`" for o in [*p.opts, *p.secondary_opts])
         help_text = p.help or ""
         if p.envvar:
             envvars = [p.envvar] if isinstance(p.envvar, str) else list(p.envvar)
             help_text += f" (environment: {', '.join(envvars)})"
-        opts.append(f"| {names} | {_cell(_type_name(p, ctx))} | {_default(p)} | "
-                    f"{_cell(help_text)} |")
+        opts.append(f"- {names} *{kind}*{_default(p)}: {_text(help_text)}")
     return args, opts
 
 
@@ -131,11 +139,11 @@ def _command_section(name: str, cmd: Any, ctx: Any) -> list[str]:
     text = _paragraphs(cmd.help)
     if text:
         out += [text, ""]
-    args, opts = _param_rows(list(cmd.params), ctx)
+    args, opts = _param_items(list(cmd.params), ctx)
     if args:
-        out += ["| argument | type | | description |", "|---|---|---|---|", *args, ""]
+        out += ["Arguments:", "", *args, ""]
     if opts:
-        out += ["| option | type | default | description |", "|---|---|---|---|", *opts, ""]
+        out += ["Options:", "", *opts, ""]
     return out
 
 
