@@ -30,7 +30,7 @@ configs, store, reports) + 1.95 s (torch, SB3, gymnasium, MuJoCo), set-up 0.22 s
 Parquet 4.61 s, report 0.74 s; SB3 imports 1.96 s, envs 0.24 s, ``PPO.load`` 1.80 s,
 ``evaluate_policy`` 4.24 s wall (8.3 s CPU: two threads). Under load SB3's default threads
 contend (48-80 s a run at load ~3), so only quiet-machine ratios mean anything.
-What made ``robogen eval`` cheaper (see README "Benchmarks"):
+What made ``robogen eval`` cheaper (numbers in docs/benchmarks.md):
 
 * SB3 policy: deterministic PPO/A2C actions are the Gaussian's mean computed directly
   (``robogen.policies.sb3._mean_action_fn``, bitwise ``predict``), half of ``predict``'s

@@ -26,7 +26,7 @@ Usage::
 
     python benchmarks/validate_plan.py                       # Reach, ~5-10 min on 2 cores
     python benchmarks/validate_plan.py --budget 60 --factors object_pose,physics
-    # factors whose curves differ (README "Plan data collection"), with a 3-round closed loop:
+    # factors whose curves differ (docs/benchmarks.md), with a 3-round closed loop:
     python benchmarks/validate_plan.py --base 40 --points 0,20,60 --eval-episodes 30 \
         --n-boot 200 --budget 30 --final-seeds 4 --rounds 3
 """
