@@ -491,6 +491,7 @@ def list_cmd() -> None:
     from importlib.metadata import version
 
     from rich.console import Console
+    from rich.markup import escape
     from rich.table import Table
 
     from robogen.envs import ENV_FAMILIES, list_env_ids
@@ -504,8 +505,10 @@ def list_cmd() -> None:
     for prefix in ENV_FAMILIES.names():
         fam = ENV_FAMILIES.get(prefix)
         why = fam.missing()
-        t.add_row(f"{prefix}/", str(len(fam.names())), fam.description,
-                  "installed" if why is None else f"not installed: {fam.install}", fam.success)
+        here = "installed" if why is None else f"not installed: {fam.install}"
+        # verbatim: rich markup would eat the extra of pip install "robogen[fetch]"
+        t.add_row(*map(escape, (f"{prefix}/", str(len(fam.names())), fam.description, here,
+                                fam.success)))
     c.print(t)
     t = Table(title="envs")
     t.add_column("env id")
@@ -517,13 +520,13 @@ def list_cmd() -> None:
         t.add_column(col)
     for name in AXES.names():
         cls = AXES.get(name)
-        t.add_row(name, cls.kind, cls.description)
+        t.add_row(*map(escape, (name, cls.kind, cls.description)))
     c.print(t)
     t = Table(title="policy schemes")
     t.add_column("scheme")
     t.add_column("URI form")
     for s, form in policy_uri_forms().items():
-        t.add_row(f"{s}:", form)
+        t.add_row(escape(f"{s}:"), escape(form))
     c.print(t)
 
 
