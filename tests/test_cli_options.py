@@ -4,6 +4,7 @@ that are not how-to-run, and importing the CLI stays light."""
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import json
 import subprocess
@@ -19,7 +20,7 @@ from typer.testing import CliRunner
 
 from robogen.cli import EVAL_OWN_OPTIONS, app, eval_cmd, resume_flags
 from robogen.configs import EvalConfig
-from robogen.options import UNLISTED, Opt, option_fields
+from robogen.options import REQUIRED, UNLISTED, Opt, option_fields
 
 runner = CliRunner()
 GROUP = typer.main.get_command(app)
@@ -155,3 +156,33 @@ def test_top_level_help_builds_every_command_without_the_registries() -> None:
             "    main()")
     loaded = _modules_after(code)
     assert not loaded & (set(HEAVY) | set(REGISTRIES)), loaded & (set(HEAVY) | set(REGISTRIES))
+
+
+def test_every_check_option_is_a_check_config_field_and_vice_versa() -> None:
+    from robogen.check import CheckConfig
+
+    fields = option_fields(CheckConfig)
+    assert [f.name for f in fields] == [f.name for f in dataclasses.fields(CheckConfig)]
+    opts = _options("check")
+    assert set(opts) == {f.name for f in fields}
+    for f in fields:
+        assert f.flag in opts[f.name].opts
+        # check's options default to the field's own default; a field without one is required
+        assert opts[f.name].required == (f.default is REQUIRED)
+        assert f.default is REQUIRED or opts[f.name].default == f.default, f.name
+    assert opts["sequential"].secondary_opts == ["--fixed"]
+    assert opts["fail_on_inconclusive"].secondary_opts == ["--no-fail-on-inconclusive"]
+
+
+def test_check_config_refuses_an_unknown_pairing() -> None:
+    from robogen.check import CheckConfig
+    from robogen.errors import InvalidSpecError
+
+    assert CheckConfig("a", "b", pairing="paired").paired is True
+    assert CheckConfig("a", "b").paired is None
+    with pytest.raises(InvalidSpecError, match="--pairing must be one of auto, paired, "
+                       "unpaired, got 'sometimes'"):
+        CheckConfig("a", "b", pairing="sometimes")
+    res = runner.invoke(app, ["check", "--baseline", "a", "--candidate", "b",
+                              "--pairing", "sometimes"])
+    assert res.exit_code == 2 and "--pairing must be one of" in res.output
