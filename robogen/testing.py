@@ -32,6 +32,13 @@ def _as_run_data(side: Any, role: str) -> Any:
     return None
 
 
+def _path_or_uri(side: Any, role: str) -> str | Path:
+    if not isinstance(side, str | Path):
+        raise TypeError(f"{role} must be a run directory, report.json or policy URI (str or "
+                        f"Path), an outcome mapping or RunData, got {type(side).__name__}")
+    return side
+
+
 def assert_no_regression(
     baseline: Side,
     candidate: Side,
@@ -90,7 +97,8 @@ def assert_no_regression(
         with tempfile.TemporaryDirectory(prefix="robogen-check-") as scratch:
             if run_kwargs.get("out") is None:  # evaluated runs go to a scratch dir, then away
                 run_kwargs["out"] = Path(scratch) / "check"
-            config = CheckConfig(baseline, candidate, margin=margin, alpha=alpha,
+            config = CheckConfig(_path_or_uri(baseline, "baseline"),
+                                 _path_or_uri(candidate, "candidate"), margin=margin, alpha=alpha,
                                  pairing=pairing, fail_on_inconclusive=fail_on_inconclusive,
                                  **run_kwargs)
             result = run_check(config, write=write, progress=progress).result
