@@ -174,10 +174,6 @@ class EvalConfig(BaseModel):
         "Pixel observation width [px].", spec_only=True)] = Field(84, ge=8, le=2048)
     height: Annotated[int, Opt(
         "Pixel observation height [px].", spec_only=True)] = Field(84, ge=8, le=2048)
-    env_kwargs: Annotated[dict[str, Any], Opt(
-        "The env's constructor arguments as a JSON object, e.g. '{\"task_index\": 3}' "
-        "(Meta-World's MT1 task) or '{\"action_repeat\": 2}' (dm_control); recorded in the "
-        "manifest.", parse=json_object)] = {}
     camera: Annotated[str | None, Opt(
         "Observation camera (default: the env's).")] = None
     backend: Annotated[Literal["ray", "serial"], Opt("ray | serial", resume=True)] = "ray"
@@ -196,6 +192,10 @@ class EvalConfig(BaseModel):
         "Failed perturbed episodes filmed per axis (0: none).", resume=True)] = Field(2, ge=0)
     success_threshold: Annotated[float | None, Opt(
         "Return threshold for success (default: the env's success signal).")] = None
+    env_kwargs: Annotated[dict[str, Any], Opt(
+        "The env's constructor arguments as a JSON object, e.g. '{\"task_index\": 3}' "
+        "(Meta-World's MT1 task) or '{\"action_repeat\": 2}' (dm_control); recorded in the "
+        "manifest.", parse=json_object)] = {}
     safety: Annotated[bool, Opt(
         "Record and report safety metrics per condition (peak contact force, joint limits, "
         "drops, distractor contacts, action magnitude and jerk), with paired differences.",

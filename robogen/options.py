@@ -4,13 +4,14 @@ A config's field carries an :class:`Opt` in its annotation; the command's typer 
 (flag, help, type, default) are generated from the fields, so the config and the CLI cannot
 disagree::
 
+    @dataclass(frozen=True)
     class CheckConfig:
         margin: Annotated[float, Opt("Tolerated drop in success rate.")] = 0.05
 
-    @app.command("check", cls=listing_command(CheckConfig))
-    @with_options(CheckConfig)
+    @app.command("check", cls=listing_command(CheckConfig))  # registry listings in --help
+    @with_parameters(cli_parameters(CheckConfig, unset_is_none=False))
     def check_command(**given: Any) -> None:
-        cfg = CheckConfig(**given)
+        config = CheckConfig(**given)
 
 The flag of field ``batch_size`` is ``--batch-size``. The CLI type is the field's own when
 it is a scalar (``int``, ``float``, ``bool``, ``str``, ``Path``, each maybe ``| None``);
