@@ -9,6 +9,7 @@ the stored parts are kept, ``robogen eval --resume RUN_DIR`` finishes the run.
 
 from __future__ import annotations
 
+import inspect
 import sys
 import warnings
 from collections.abc import Sequence
@@ -20,6 +21,16 @@ import typer
 from robogen._console import exit_invalid as _fail
 from robogen._console import guarded as _guard
 from robogen._console import handle_sigterm, interrupt_code
+from robogen.configs import EvalConfig, load_eval_config
+from robogen.options import (
+    cli_parameters,
+    comma_list,
+    comma_numbers,
+    listing_command,
+    option_fields,
+    parse_text,
+    with_parameters,
+)
 from robogen.progress import ProgressBars
 
 EXIT_CODES = (
@@ -63,104 +74,30 @@ def _load_plugins(
     _guard(import_plugins, plugin or ())
 
 
-class _RegistryOption(typer.models.OptionInfo):
-    """A ``typer.Option`` whose help is written from the registries when the command is
-    built (each invocation), so an env family, axis or policy scheme registered by a plug-in
-    module shows in ``--help`` with no edit here."""
-
-    def __init__(self, help_fn: Any, fallback: str, **kwargs: Any) -> None:
-        self._help_fn, self._fallback = help_fn, fallback
-        super().__init__(**{"default": ..., "param_decls": (), **kwargs})
-
-    @property  # type: ignore[override]
-    def help(self) -> str:  # noqa: D102
-        try:
-            return str(self._help_fn())
-        except Exception:  # noqa: BLE001 - a registry that fails to import must not break --help
-            return self._fallback
-
-    @help.setter
-    def help(self, value: str | None) -> None:  # OptionInfo.__init__ assigns it
-        pass
+_SPEC = inspect.Parameter("spec", inspect.Parameter.KEYWORD_ONLY, default=None, annotation=(
+    Annotated[Path | None, typer.Option(help="TOML evaluation spec (flags override it).")]))
+_RESUME = inspect.Parameter("resume", inspect.Parameter.KEYWORD_ONLY, default=None, annotation=(
+    Annotated[Path | None, typer.Option(help="Finish the killed run in RUN_DIR.")]))
+EVAL_OWN_OPTIONS = (_SPEC.name, _RESUME.name)
+"""``robogen eval`` options that are not :class:`~robogen.configs.EvalConfig` fields; every
+other option is generated from a field (:mod:`robogen.options`)."""
 
 
-def _env_help() -> str:
-    from robogen.envs import ENV_FAMILIES
-
-    return ("Env id PREFIX/NAME; families: " + ", ".join(f"{p}/" for p in ENV_FAMILIES.names())
-            + " (robogen list shows every id).")
+def resume_flags() -> list[str]:
+    """The eval flags that also apply with ``--resume`` (how to run, not what to run)."""
+    return [f.flag for f in option_fields(EvalConfig) if f.opt.resume]
 
 
-def _policy_help() -> str:
-    from robogen.policies import policy_uri_help
-
-    return (f"Policy URI SCHEME:REST, one of: {policy_uri_help()}; repeat it to evaluate "
-            "several policies under one manifest and compare them (one run dir each under "
-            "--out, compare.* in --out)")
-
-
-def _axes_help() -> str:
-    from robogen.perturbations import AXES
-
-    return f"Comma-separated axes: {','.join(AXES.names())} (default: all)."
+def resume_clashes(given: dict[str, Any]) -> list[str]:
+    """The flags among ``given`` (``eval_cmd``'s keyword arguments) that ``--resume`` refuses:
+    every given option but ``--resume`` and :func:`resume_flags` (the manifest fixes them)."""
+    keep = {f.name for f in option_fields(EvalConfig) if f.opt.resume} | {_RESUME.name}
+    return ["--" + k.replace("_", "-") for k, v in given.items()
+            if v is not None and k not in keep]
 
 
-def _auto_option(help: str) -> Any:
-    """A ``typer.Option`` of sequential runs only: its help starts "With --episodes auto:"."""
-    return typer.Option(help=f"With --episodes auto: {help}")
-
-
-_ENV_OPTION = _RegistryOption(_env_help, "Env id PREFIX/NAME (robogen list shows every id).")
-_POLICY_OPTION = _RegistryOption(_policy_help, "Policy URI SCHEME:REST (robogen list).")
-_AXES_OPTION = _RegistryOption(_axes_help, "Comma-separated axes (default: all).")
-
-
-def _csv(value: str | None) -> list[str] | None:
-    if value is None:
-        return None
-    items = [v.strip() for v in value.split(",") if v.strip()]
-    return items
-
-
-def _floats(value: str | None, name: str) -> list[float] | None:
-    items = _csv(value)
-    if items is None:
-        return None
-    out = []
-    for v in items:
-        try:
-            out.append(float(v))
-        except ValueError:
-            _fail(f"{name} must be comma-separated numbers, got {v!r}")
-    return out
-
-
-def _json_object(value: str | None, name: str) -> dict[str, Any] | None:
-    """A JSON object option (``--env-kwargs``); exit 2 naming the value otherwise."""
-    if value is None:
-        return None
-    import json
-
-    try:
-        parsed = json.loads(value)
-    except ValueError as e:
-        _fail(f"{name} must be a JSON object, e.g. '{{\"task_index\": 3}}', got {value!r} ({e})")
-    if not isinstance(parsed, dict):
-        _fail(f"{name} must be a JSON object, e.g. '{{\"task_index\": 3}}', got {value!r}")
-    return parsed
-
-
-def _episodes(value: str | None) -> int | str | None:
-    """``--episodes``: a positive integer or ``auto``."""
-    if value is None:
-        return None
-    v = value.strip()
-    if v == "auto":
-        return v
-    try:
-        return int(v)
-    except ValueError:
-        _fail(f"--episodes must be a positive integer or 'auto', got {value!r}")
+def _and(items: Sequence[str]) -> str:
+    return ", ".join(items[:-1]) + f" and {items[-1]}" if len(items) > 1 else "".join(items)
 
 
 def _stopped(e: BaseException) -> str:
@@ -219,75 +156,12 @@ def _print_outcome(outcome: Any) -> None:
             c.print(f"  report.{kind}: {outcome.files[kind]}", highlight=False, soft_wrap=True)
 
 
-@app.command("eval")
-def eval_cmd(
-    env: Annotated[str | None, _ENV_OPTION] = None,
-    policy: Annotated[list[str] | None, _POLICY_OPTION] = None,
-    spec: Annotated[
-        Path | None, typer.Option(help="TOML evaluation spec (flags override it).")
-    ] = None,
-    vecnormalize: Annotated[
-        str | None, typer.Option(help="SB3 VecNormalize statistics (.pkl).")
-    ] = None,
-    axes: Annotated[str | None, _AXES_OPTION] = None,
-    severities: Annotated[
-        str | None, typer.Option(help="Comma-separated severities in (0, 1], or 'sweep' "
-                                 "(coarse grid, then bisection to each axis's breaking point).")
-    ] = None,
-    breaking_level: Annotated[float | None, typer.Option(
-        help="With --severities sweep: also locate where success falls to this fraction of "
-        "nominal (default 0.8; half of nominal is always reported).")] = None,
-    splits: Annotated[str | None, typer.Option(
-        help="Extra conditions per axis at severity 1 drawn from the axis's train or "
-        "held-out test value set: train,test.")] = None,
-    combined: Annotated[
-        bool | None, typer.Option("--combined/--no-combined", help="All axes together.")
-    ] = None,
-    pairs: Annotated[str | None, typer.Option(
-        help="Pairs of axes run together (gap and interaction): all | "
-        "lighting+texture,camera+distractors,...")] = None,
-    episodes: Annotated[str | None, typer.Option(
-        help="Episodes per condition, or 'auto': run each condition in batches and stop it "
-        "when its paired gap's anytime-valid interval (Waudby-Smith & Ramdas 2024 betting "
-        "confidence sequence) is within --target-halfwidth, decided against --gap-threshold, "
-        "or at --max-episodes.")] = None,
-    target_halfwidth: Annotated[float | None, _auto_option(
-        "stop a condition once its gap interval's half-width is at most this, in (0, 1) "
-        "(default 0.05).")] = None,
-    max_episodes: Annotated[int | None, _auto_option(
-        "cap on episodes per condition, >= --batch-size (default 1000).")] = None,
-    gap_threshold: Annotated[float | None, _auto_option(
-        "also stop a condition as soon as its gap interval lies wholly above or below this "
-        "gap, in (-1, 1) (e.g. 0.1: is this axis costing more than 10 points?).")] = None,
-    seed: Annotated[int | None, typer.Option(help="Run seed.")] = None,
-    max_steps: Annotated[int | None, typer.Option(help="Step limit per episode.")] = None,
-    batch_size: Annotated[
-        int | None, typer.Option(help="Envs per worker stepped together.")
-    ] = None,
-    obs_mode: Annotated[str | None, typer.Option(help="state | pixels | state+pixels")] = None,
-    env_kwargs: Annotated[str | None, typer.Option(
-        help="The env's constructor arguments as a JSON object, e.g. '{\"task_index\": 3}' "
-             "(Meta-World's MT1 task) or '{\"action_repeat\": 2}' (dm_control); recorded "
-             "in the manifest.")] = None,
-    camera: Annotated[str | None, typer.Option(help="Observation camera.")] = None,
-    backend: Annotated[str | None, typer.Option(help="ray | serial")] = None,
-    workers: Annotated[int | None, typer.Option(help="Ray workers (default: CPUs).")] = None,
-    address: Annotated[str | None, typer.Option(help="Existing Ray cluster address.")] = None,
-    num_gpus_per_worker: Annotated[float | None, typer.Option(help="GPUs per Ray worker.")] = None,
-    unit_timeout: Annotated[float | None, typer.Option(
-        help="Wall-clock budget per work unit [s] (default: 60 s + 0.2 s per episode step); "
-             "a unit past it is retried once, then recorded as infra_timeout.")] = None,
-    out: Annotated[Path | None, typer.Option(
-        help="Run directory (new or empty; default ./runs/<env>-<policy>-<time>).")] = None,
-    videos: Annotated[int | None, typer.Option(help="Failures filmed per axis.")] = None,
-    success_threshold: Annotated[
-        float | None, typer.Option(help="Return threshold for success.")
-    ] = None,
-    safety: Annotated[bool | None, typer.Option(
-        "--safety", help="Record and report safety metrics per condition (peak contact force, "
-        "joint limits, drops, distractor contacts, action magnitude and jerk).")] = None,
-    resume: Annotated[Path | None, typer.Option(help="Finish the killed run in RUN_DIR.")] = None,
-) -> None:
+_EVAL_FIELDS = cli_parameters(EvalConfig, unset_is_none=True)
+
+
+@app.command("eval", cls=listing_command(EvalConfig))
+@with_parameters([*_EVAL_FIELDS[:2], _SPEC, *_EVAL_FIELDS[2:], _RESUME])  # --spec after --policy
+def eval_cmd(**given: Any) -> None:
     """Evaluate a policy across perturbation axes and write a report.
 
     Exit codes: 0 done; 2 invalid input or a set-up error (nothing written); 3 finished, but a
@@ -296,26 +170,16 @@ def eval_cmd(
     """
     from robogen.reports import evaluation
 
+    spec, resume = given.pop("spec"), given.pop("resume")
     if resume is not None:
-        given = {
-            "--env": env, "--policy": policy, "--spec": spec, "--vecnormalize": vecnormalize,
-            "--axes": axes, "--severities": severities, "--splits": splits,
-            "--breaking-level": breaking_level,
-            "--combined": combined, "--pairs": pairs, "--episodes": episodes, "--seed": seed,
-            "--target-halfwidth": target_halfwidth, "--max-episodes": max_episodes,
-            "--gap-threshold": gap_threshold,
-            "--max-steps": max_steps, "--batch-size": batch_size, "--obs-mode": obs_mode,
-            "--camera": camera, "--out": out, "--success-threshold": success_threshold,
-            "--env-kwargs": env_kwargs, "--safety": safety,
-            "--num-gpus-per-worker": num_gpus_per_worker,
-        }
-        clash = [k for k, v in given.items() if v is not None]
+        clash = resume_clashes({"spec": spec, **given})
         if clash:
             _fail(
                 f"--resume finishes the run with the settings in its manifest; drop "
-                f"{', '.join(clash)} (only --backend, --workers, --address, --unit-timeout and "
-                "--videos apply)"
+                f"{', '.join(clash)} (only {_and(resume_flags())} apply)"
             )
+        backend, workers, address = given["backend"], given["workers"], given["address"]
+        videos, unit_timeout = given["videos"], given["unit_timeout"]
         try:
             with ProgressBars() as bars:
                 bar = bars.stage(f"resume {resume}")
@@ -335,47 +199,14 @@ def eval_cmd(
         _print_outcome(outcome)
         _exit_if_invalid([outcome.run_dir])
         return
-    from robogen.configs import load_eval_config
-
-    policies = list(policy or [])
-    if spec is None and (env is None or not policies):
+    policies = list(given.pop("policy") or [])
+    if spec is None and (given["env"] is None or not policies):
         _fail(
             "give --env and --policy (or --spec FILE), e.g. "
             "robogen eval --env robogen/PickPlace-v0 --policy expert:pick_place"
         )
-    cfg = _guard(
-        load_eval_config,
-        spec,
-        env=env,
-        policy=policies[0] if policies else None,
-        vecnormalize=vecnormalize,
-        axes=_csv(axes),
-        severities="sweep" if severities and severities.strip() == "sweep"
-        else _floats(severities, "--severities"),
-        breaking_level=breaking_level,
-        splits=_csv(splits),
-        combined=combined,
-        pairs=None if pairs is None else ("all" if pairs.strip() == "all" else _csv(pairs)),
-        episodes=_episodes(episodes),
-        target_halfwidth=target_halfwidth,
-        max_episodes=max_episodes,
-        gap_threshold=gap_threshold,
-        seed=seed,
-        max_steps=max_steps,
-        batch_size=batch_size,
-        obs_mode=obs_mode,
-        env_kwargs=_json_object(env_kwargs, "--env-kwargs"),
-        camera=camera,
-        backend=backend,
-        workers=workers,
-        address=address,
-        num_gpus_per_worker=num_gpus_per_worker,
-        unit_timeout=unit_timeout,
-        out=out,
-        videos=videos,
-        success_threshold=success_threshold,
-        safety=safety,
-    )
+    fields = _guard(parse_text, given, EvalConfig)
+    cfg = _guard(load_eval_config, spec, policy=policies[0] if policies else None, **fields)
     if len(policies) > 1:
         if cfg.is_sequential:
             _fail("--episodes auto stops each policy's conditions at different episode counts, "
@@ -478,8 +309,8 @@ def preview_cmd(
     from robogen.perturbations import AXES
     from robogen.preview import write_preview
 
-    names = _csv(axes) or list(AXES.names())
-    sevs = _floats(severities, "--severities") or [0.0, 0.5, 1.0]
+    names = (_guard(comma_list, axes, "--axes") if axes is not None else []) or list(AXES.names())
+    sevs = _guard(comma_numbers, severities, "--severities") or [0.0, 0.5, 1.0]
     path = _guard(write_preview, out, env, names, sevs, seed=seed, size=size, camera=camera)
     typer.echo(f"wrote {path}")
 
@@ -491,6 +322,7 @@ def list_cmd() -> None:
     from importlib.metadata import version
 
     from rich.console import Console
+    from rich.markup import escape
     from rich.table import Table
 
     from robogen.envs import ENV_FAMILIES, list_env_ids
@@ -504,8 +336,10 @@ def list_cmd() -> None:
     for prefix in ENV_FAMILIES.names():
         fam = ENV_FAMILIES.get(prefix)
         why = fam.missing()
-        t.add_row(f"{prefix}/", str(len(fam.names())), fam.description,
-                  "installed" if why is None else f"not installed: {fam.install}", fam.success)
+        here = "installed" if why is None else f"not installed: {fam.install}"
+        # verbatim: rich markup would eat the extra of pip install "robogen[fetch]"
+        t.add_row(*map(escape, (f"{prefix}/", str(len(fam.names())), fam.description, here,
+                                fam.success)))
     c.print(t)
     t = Table(title="envs")
     t.add_column("env id")
@@ -517,13 +351,13 @@ def list_cmd() -> None:
         t.add_column(col)
     for name in AXES.names():
         cls = AXES.get(name)
-        t.add_row(name, cls.kind, cls.description)
+        t.add_row(*map(escape, (name, cls.kind, cls.description)))
     c.print(t)
     t = Table(title="policy schemes")
     t.add_column("scheme")
     t.add_column("URI form")
     for s, form in policy_uri_forms().items():
-        t.add_row(f"{s}:", form)
+        t.add_row(escape(f"{s}:"), escape(form))
     c.print(t)
 
 

@@ -26,7 +26,7 @@ from __future__ import annotations
 import math
 import tomllib
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import (
     BaseModel,
@@ -39,6 +39,7 @@ from pydantic import (
 )
 
 from robogen.errors import InvalidSpecError, UnknownNameError
+from robogen.options import Opt, comma_list, comma_numbers, json_object, option_fields
 from robogen.types import SPLITS, ObsMode, SequentialRule
 
 AUTO = "auto"
@@ -62,7 +63,6 @@ AUTO_WITH_SWEEP = (
 )
 
 
-
 ROBOGEN_ENV_OPTIONS: dict[str, str] = {
     "obs_mode": "--obs-mode", "max_steps": "--max-steps", "render": "--camera / the image size",
     "success_threshold": "--success-threshold", "disable_env_checker": "(robogen sets it)",
@@ -70,91 +70,136 @@ ROBOGEN_ENV_OPTIONS: dict[str, str] = {
 """Arguments of :func:`robogen.envs.make` that robogen passes itself: refused in
 ``env_kwargs`` (the option that sets each)."""
 
+
+def _env_families() -> str:
+    from robogen.envs import ENV_FAMILIES
+
+    return ", ".join(f"{p}/" for p in ENV_FAMILIES.names())
+
+
+def _policy_forms() -> str:
+    from robogen.policies import policy_uri_help
+
+    return policy_uri_help()
+
+
+def _axis_names() -> str:
+    from robogen.perturbations import AXES
+
+    return ", ".join(AXES.names())
+
+
+def _severities_text(text: str, flag: str) -> list[float] | str:
+    """``--severities``: comma-separated numbers, or ``sweep``."""
+    return "sweep" if text.strip() == "sweep" else comma_numbers(text, flag)
+
+
+def _pairs_text(text: str, flag: str) -> str | list[str]:
+    """``--pairs``: ``all`` or ``a+b,c+d``."""
+    return "all" if text.strip() == "all" else comma_list(text, flag)
+
+
+def _episodes_text(text: str, flag: str) -> int | str:
+    """``--episodes``: a positive integer or ``auto``."""
+    v = text.strip()
+    if v == AUTO:
+        return v
+    try:
+        return int(v)
+    except ValueError:
+        raise InvalidSpecError(
+            f"{flag} must be a positive integer or 'auto', got {text!r}") from None
+
+
+_AUTO = "With --episodes auto: "
+
+
 class EvalConfig(BaseModel):
     """An evaluation request.
 
-    Attributes are documented by their ``Field`` descriptions (shown in ``--help``).
+    Each field's :class:`~robogen.options.Opt` documents it and declares its
+    ``robogen eval`` option (``batch_size``: ``--batch-size``), so the spec file and the
+    flags are one table; ``width`` and ``height`` are set in a spec file only.
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    env: str = Field(description="Env id: robogen/<Task>-v<N> or gymnasium/<Id>.")
-    policy: str = Field(
-        description="Policy URI SCHEME:REST of a registered policy scheme "
-        "(robogen.policies.POLICY_SCHEMES; robogen list shows each scheme's form)."
-    )
-    vecnormalize: str | None = Field(
-        None, description="Path of SB3 VecNormalize statistics (.pkl)."
-    )
-    axes: list[str] | None = Field(
-        None, description="Axes to evaluate; default: every registered axis."
-    )
-    severities: list[float] | Literal["sweep"] = Field(
-        [0.5, 1.0], description="Severities in (0, 1], or 'sweep': a coarse grid, then "
-        "bisection around each axis's breaking points."
-    )
-    breaking_level: float = Field(
-        0.8, description="Breaking level of a sweep, as a fraction of nominal success (half of "
-        "nominal is always reported too).", gt=0.0, lt=1.0,
-    )
-    splits: list[str] = Field(
-        [], description="Extra held-out levels per axis: 'train' and/or 'test'."
-    )
-    combined: bool = Field(True, description="Also run all axes combined at each severity.")
-    pairs: str | list[str] = Field(
-        [], description="Pairs of axes run together, each with its gap and interaction: "
-        "'all' or 'lighting+texture', ... ."
-    )
-    episodes: int | Literal["auto"] = Field(
-        50, description="Episodes per condition, or 'auto': run each condition in batches and "
-        "stop it when its paired gap's anytime-valid interval is narrow enough "
-        "(target_halfwidth), decided (gap_threshold) or at max_episodes."
-    )
-    target_halfwidth: float | None = Field(
-        None, description=f"With episodes = 'auto': stop a condition once its gap interval's "
-        f"half-width is at most this, in (0, 1); default {DEFAULT_TARGET_HALFWIDTH}.",
-    )
-    max_episodes: int | None = Field(
-        None, description=f"With episodes = 'auto': cap on episodes per condition, >= "
-        f"batch_size; default {DEFAULT_MAX_EPISODES}.", ge=1, le=100_000,
-    )
-    gap_threshold: float | None = Field(
-        None, description="With episodes = 'auto': also stop a condition as soon as its gap "
-        "interval lies wholly above or below this gap, in (-1, 1).",
-    )
-    seed: int = Field(0, description="Run seed; every episode seed derives from it.", ge=0)
-    max_steps: int | None = Field(
-        None, description="Step limit per episode; default: the env's.", ge=1
-    )
-    batch_size: int = Field(
-        8, description="Envs per worker stepped together (policy batch).", ge=1, le=1024
-    )
-    obs_mode: ObsMode = Field(
-        "state", description="Observation mode."
-    )
-    width: int = Field(84, description="Pixel observation width [px].", ge=8, le=2048)
-    height: int = Field(84, description="Pixel observation height [px].", ge=8, le=2048)
-    camera: str | None = Field(None, description="Observation camera name; default: the env's.")
-    backend: Literal["ray", "serial"] = Field("ray", description="Rollout backend.")
-    workers: int | None = Field(
-        None, description="Ray workers; default: the free CPUs of the cluster.", ge=1)
-    address: str | None = Field(None, description="Address of an existing Ray cluster.")
-    num_gpus_per_worker: float = Field(0.0, description="GPUs per Ray worker.", ge=0)
-    unit_timeout: float | None = Field(
-        None, description="Wall-clock budget of one work unit [s]; default: derived from its "
-        "steps (60 s + 0.2 s per episode step).", gt=0)
-    out: Path | None = Field(
-        None, description="Run directory; default: runs/<env>-<policy>-<time>."
-    )
-    videos: int = Field(
-        2, description="Failed perturbed episodes per axis to film (0: none).", ge=0
-    )
-    success_threshold: float | None = Field(None, description="Return threshold defining success.")
-    env_kwargs: dict[str, Any] = Field({}, description="Extra keyword arguments of the env.")
-    safety: bool = Field(
-        False, description="Record safety metrics per episode (robogen.rollout.safety: peak "
-        "contact force on the scene, joint-limit steps, drops, distractor contacts, action "
-        "magnitude and jerk), reported per condition with paired differences.")
+    env: Annotated[str, Opt(
+        "Env id PREFIX/NAME; families: {names} (robogen list shows every id).",
+        names=_env_families)]
+    policy: Annotated[str, Opt(
+        "Policy URI SCHEME:REST, one of: {names}; repeat it to evaluate several policies "
+        "under one manifest and compare them (one run dir each under --out, compare.* in "
+        "--out).", names=_policy_forms, repeat=True)]
+    vecnormalize: Annotated[str | None, Opt("SB3 VecNormalize statistics (.pkl).")] = None
+    axes: Annotated[list[str] | None, Opt(
+        "Comma-separated axes: {names} (default: all).", parse=comma_list,
+        names=_axis_names)] = None
+    severities: Annotated[list[float] | Literal["sweep"], Opt(
+        "Comma-separated severities in (0, 1], or 'sweep' (coarse grid, then bisection to "
+        "each axis's breaking point).", parse=_severities_text)] = [0.5, 1.0]
+    breaking_level: Annotated[float, Opt(
+        "With --severities sweep: also locate where success falls to this fraction of "
+        "nominal (half of nominal is always reported).")] = Field(0.8, gt=0.0, lt=1.0)
+    splits: Annotated[list[str], Opt(
+        "Extra conditions per axis at severity 1 drawn from the axis's train or held-out "
+        "test value set: train,test.", parse=comma_list)] = []
+    combined: Annotated[bool, Opt(
+        "All axes together, at each severity.", decls=("--combined/--no-combined",))] = True
+    pairs: Annotated[str | list[str], Opt(
+        "Pairs of axes run together (gap and interaction): all | "
+        "lighting+texture,camera+distractors,...", parse=_pairs_text)] = []
+    episodes: Annotated[int | Literal["auto"], Opt(
+        "Episodes per condition, or 'auto': run each condition in batches and stop it when "
+        "its paired gap's anytime-valid interval (Waudby-Smith & Ramdas 2024 betting "
+        "confidence sequence) is within --target-halfwidth, decided against "
+        "--gap-threshold, or at --max-episodes.", parse=_episodes_text)] = 50
+    target_halfwidth: Annotated[float | None, Opt(
+        f"{_AUTO}stop a condition once its gap interval's half-width is at most this, in "
+        f"(0, 1) (default {DEFAULT_TARGET_HALFWIDTH}).")] = None
+    max_episodes: Annotated[int | None, Opt(
+        f"{_AUTO}cap on episodes per condition, >= --batch-size (default "
+        f"{DEFAULT_MAX_EPISODES}).")] = Field(None, ge=1, le=100_000)
+    gap_threshold: Annotated[float | None, Opt(
+        f"{_AUTO}also stop a condition as soon as its gap interval lies wholly above or "
+        "below this gap, in (-1, 1) (e.g. 0.1: is this axis costing more than 10 "
+        "points?).")] = None
+    seed: Annotated[int, Opt("Run seed; every episode seed derives from it.")] = Field(0, ge=0)
+    max_steps: Annotated[int | None, Opt(
+        "Step limit per episode (default: the env's).")] = Field(None, ge=1)
+    batch_size: Annotated[int, Opt(
+        "Envs per worker stepped together (one policy batch).")] = Field(8, ge=1, le=1024)
+    obs_mode: Annotated[ObsMode, Opt("state | pixels | state+pixels")] = "state"
+    width: Annotated[int, Opt(
+        "Pixel observation width [px].", spec_only=True)] = Field(84, ge=8, le=2048)
+    height: Annotated[int, Opt(
+        "Pixel observation height [px].", spec_only=True)] = Field(84, ge=8, le=2048)
+    camera: Annotated[str | None, Opt(
+        "Observation camera (default: the env's).")] = None
+    backend: Annotated[Literal["ray", "serial"], Opt("ray | serial", resume=True)] = "ray"
+    workers: Annotated[int | None, Opt(
+        "Ray workers (default: the free CPUs of the cluster).", resume=True)] = Field(
+        None, ge=1)
+    address: Annotated[str | None, Opt("Existing Ray cluster address.", resume=True)] = None
+    num_gpus_per_worker: Annotated[float, Opt("GPUs per Ray worker.")] = Field(0.0, ge=0)
+    unit_timeout: Annotated[float | None, Opt(
+        "Wall-clock budget per work unit [s] (default: 60 s + 0.2 s per episode step); a "
+        "unit past it is retried once, then recorded as infra_timeout.", resume=True)] = Field(
+        None, gt=0)
+    out: Annotated[Path | None, Opt(
+        "Run directory (new or empty; default ./runs/<env>-<policy>-<time>).")] = None
+    videos: Annotated[int, Opt(
+        "Failed perturbed episodes filmed per axis (0: none).", resume=True)] = Field(2, ge=0)
+    success_threshold: Annotated[float | None, Opt(
+        "Return threshold for success (default: the env's success signal).")] = None
+    env_kwargs: Annotated[dict[str, Any], Opt(
+        "The env's constructor arguments as a JSON object, e.g. '{\"task_index\": 3}' "
+        "(Meta-World's MT1 task) or '{\"action_repeat\": 2}' (dm_control); recorded in the "
+        "manifest.", parse=json_object)] = {}
+    safety: Annotated[bool, Opt(
+        "Record and report safety metrics per condition (peak contact force, joint limits, "
+        "drops, distractor contacts, action magnitude and jerk), with paired differences.",
+        decls=("--safety",))] = False
 
     @field_validator("success_threshold")
     @classmethod
@@ -363,8 +408,9 @@ def format_validation_error(e: ValidationError, source: str = "") -> str:
         inp = err.get("input")
         shown = "" if isinstance(inp, dict) or ", got " in msg else f" (got {inp!r})"
         if err["type"] == "extra_forbidden":
+            spec_only = [f.name for f in option_fields(EvalConfig) if f.opt.spec_only]
             msg = ("unknown field; the fields are the long options of `robogen eval --help` "
-                   "(with _ for -) plus width and height")
+                   f"(with _ for -) plus {' and '.join(spec_only)}")
         lines.append(f"  {loc}: {msg}{shown}")
     return "\n".join(lines)
 

@@ -32,6 +32,13 @@ def _as_run_data(side: Any, role: str) -> Any:
     return None
 
 
+def _path_or_uri(side: Any, role: str) -> str | Path:
+    if not isinstance(side, str | Path):
+        raise TypeError(f"{role} must be a run directory, report.json or policy URI (str or "
+                        f"Path), an outcome mapping or RunData, got {type(side).__name__}")
+    return side
+
+
 def assert_no_regression(
     baseline: Side,
     candidate: Side,
@@ -58,9 +65,10 @@ def assert_no_regression(
         alpha: Family-wise error rate of a false regression, in (0, 0.5).
         fail_on_inconclusive: Also raise when non-inferiority is not shown.
         paired: Force/forbid pairing (None: pair when possible).
-        **run_kwargs: Passed to :func:`robogen.check.run.run_check` for paths
-            and URIs (``spec``, ``backend``, ``out``, ``sequential``, ...); no
-            files are written unless ``out`` is given.
+        **run_kwargs: For paths and URIs: :class:`~robogen.check.config.CheckConfig`
+            fields (``spec``, ``backend``, ``out``, ``sequential``, ...) and the ``write`` and
+            ``progress`` arguments of :func:`robogen.check.run.run_check`; no files are
+            written unless ``out`` is given.
 
     Returns:
         The :class:`~robogen.check.records.CheckResult` when there is no regression.
@@ -80,14 +88,20 @@ def assert_no_regression(
     elif b is None and c is None:
         import tempfile
 
+        from robogen.check.config import PAIRINGS, CheckConfig
         from robogen.check.run import run_check
 
-        run_kwargs.setdefault("write", run_kwargs.get("out") is not None)
+        write = run_kwargs.pop("write", run_kwargs.get("out") is not None)
+        progress = run_kwargs.pop("progress", None)
+        pairing = next(k for k, v in PAIRINGS.items() if v is paired)
         with tempfile.TemporaryDirectory(prefix="robogen-check-") as scratch:
             if run_kwargs.get("out") is None:  # evaluated runs go to a scratch dir, then away
                 run_kwargs["out"] = Path(scratch) / "check"
-            result = run_check(baseline, candidate, margin=margin, alpha=alpha, paired=paired,
-                               fail_on_inconclusive=fail_on_inconclusive, **run_kwargs).result
+            config = CheckConfig(_path_or_uri(baseline, "baseline"),
+                                 _path_or_uri(candidate, "candidate"), margin=margin, alpha=alpha,
+                                 pairing=pairing, fail_on_inconclusive=fail_on_inconclusive,
+                                 **run_kwargs)
+            result = run_check(config, write=write, progress=progress).result
     else:
         raise TypeError(
             "give baseline and candidate both as outcome mappings/RunData or both as paths / "

@@ -80,6 +80,24 @@ def test_list_shows_registries():
             assert "not installed" in res.output and "setup-suites" in res.output
 
 
+def test_list_prints_install_hints_verbatim():
+    """An install hint's brackets are text, not rich markup: ``pip install "robogen[fetch]"``
+    must not print as ``pip install "robogen"``."""
+    from robogen.envs import ENV_FAMILIES
+
+    res = runner.invoke(app, ["list"], env={"COLUMNS": "400"})
+    assert res.exit_code == 0, res.output
+    missing = [ENV_FAMILIES.get(p) for p in ENV_FAMILIES.names()
+               if ENV_FAMILIES.get(p).missing() is not None]
+    if not any("[" in fam.install for fam in missing):
+        pytest.skip("every family whose hint has an [extra] is installed here")
+    for fam in missing:
+        assert f"not installed: {fam.install}" in res.output
+    fetch = ENV_FAMILIES.get("gymnasium-robotics")
+    if fetch.missing() is not None:
+        assert 'pip install "robogen[fetch]"' in res.output
+
+
 CKPT = "robogen/assets/checkpoints/ppo_reacher.zip"
 STATS = "robogen/assets/checkpoints/ppo_reacher_vecnormalize.pkl"
 

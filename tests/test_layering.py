@@ -9,7 +9,8 @@ tier  layer              modules
                          ``_console`` and ``progress`` (terminal output helpers that import
                          nothing above),
                          ``serialization`` (records <-> JSON data, Parquet schemas),
-                         ``plugins`` (importing plug-in modules and entry points)
+                         ``plugins`` (importing plug-in modules and entry points),
+                         ``options`` (command-line options declared on config fields)
 1     envs               ``envs/``
 2     perturbations      ``perturbations/``
 3     policies           ``policies/``
@@ -46,7 +47,7 @@ PKG = Path(robogen.__file__).parent
 
 LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
     ("foundation", frozenset({"errors", "types", "registry", "_atomic", "_cores", "_gl", "_console",
-                              "progress", "serialization", "plugins"})),
+                              "progress", "serialization", "plugins", "options"})),
     ("envs", frozenset({"envs"})),
     ("perturbations", frozenset({"perturbations"})),
     ("policies", frozenset({"policies"})),

@@ -2,7 +2,7 @@
 
 ::
 
-    outcome = run_check("runs/baseline", "sb3:new.zip", margin=0.05, alpha=0.05)
+    outcome = run_check(CheckConfig("runs/baseline", "sb3:new.zip", margin=0.05, alpha=0.05))
     outcome.result.verdict        # "pass" | "regression" | "inconclusive"
     outcome.result.exit_code      # 0 / 1 (2 is raised as a RobogenError)
 
@@ -40,7 +40,7 @@ _EXPORTS: dict[str, str] = {
     "VERDICTS": "records", "AxisCheck": "records", "CheckResult": "records",
     "ConditionCheck": "records", "RunInfo": "records", "SequentialInfo": "records",
     # end to end
-    "CheckOutcome": "run", "run_check": "run",
+    "CheckConfig": "config", "PAIRINGS": "config", "CheckOutcome": "run", "run_check": "run",
 }
 
 __all__ = sorted(_EXPORTS)

@@ -22,6 +22,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from robogen.check.config import CheckConfig
 from robogen.check.gate import (
     _check_args,
     compare,
@@ -34,14 +35,7 @@ from robogen.check.inputs import (
     load_saved,
     require_policy_uri,
 )
-from robogen.check.records import (
-    DEFAULT_ALPHA,
-    DEFAULT_LOOKS,
-    DEFAULT_MARGIN,
-    DEFAULT_SPENDING,
-    CheckResult,
-    RunInfo,
-)
+from robogen.check.records import CheckResult, RunInfo
 from robogen.check.safety_gate import check_safety_margin, require_safety, with_safety
 from robogen.configs import EvalConfig, load_eval_config
 from robogen.errors import InvalidSpecError
@@ -297,62 +291,24 @@ class _EvalSource:
 
 
 def run_check(
-    baseline: str | Path,
-    candidate: str | Path,
+    config: CheckConfig,
     *,
-    spec: Path | None = None,
-    env: str | None = None,
-    episodes: int | None = None,
-    seed: int | None = None,
-    margin: float = DEFAULT_MARGIN,
-    alpha: float = DEFAULT_ALPHA,
-    sequential: bool = False,
-    looks: int = DEFAULT_LOOKS,
-    spending: str = DEFAULT_SPENDING,
-    paired: bool | None = None,
-    out: Path | None = None,
-    junit: Path | None = None,
-    backend: str | None = None,
-    workers: int | None = None,
-    address: str | None = None,
-    baseline_vecnormalize: str | None = None,
-    candidate_vecnormalize: str | None = None,
-    fail_on_inconclusive: bool = False,
     write: bool = True,
     progress: ProgressFn | None = None,
-    safety_margin: float | None = None,
 ) -> CheckOutcome:
     """Compare a candidate with a baseline and write check.{json,md,xml}.
 
+    ``config.spec`` is the protocol when both sides are policies; otherwise only its
+    execution fields (backend, workers, address, num_gpus_per_worker) are used, and its
+    protocol fields must agree with the saved run's manifest. With ``config.safety_margin``
+    the safety metrics are gated too (:mod:`robogen.check.safety_gate`), and evaluated sides
+    record them.
+
     Args:
-        baseline: Run directory, report.json, or policy URI.
-        candidate: Run directory, report.json, or policy URI.
-        spec: TOML evaluation spec: the protocol when both sides are policies;
-            otherwise only its execution fields (backend, workers, address,
-            num_gpus_per_worker) are used, and protocol fields must agree with
-            the saved run's manifest.
-        env: Env id when the baseline is a policy and no spec gives one.
-        episodes: Episodes per condition when the baseline is a policy.
-        seed: Run seed when the baseline is a policy.
-        margin: Non-inferiority margin on the success rate, in [0, 1).
-        alpha: Family-wise error of each kind of verdict, in (0, 0.5).
-        sequential: Evaluate in looks and stop conditions once decided.
-        looks: Planned looks of the sequential mode.
-        spending: Alpha-spending function of the sequential mode.
-        paired: Force/forbid pairing (None: pair when the seeds match).
-        out: Output folder (default ``runs/check-<time>``).
-        junit: JUnit XML path (default ``OUT/check.xml``).
-        backend: ``ray`` or ``serial`` for evaluated sides (default: spec, else ray).
-        workers: Ray workers.
-        address: Ray cluster address.
-        baseline_vecnormalize: VecNormalize statistics of an SB3 baseline.
-        candidate_vecnormalize: VecNormalize statistics of an SB3 candidate.
-        fail_on_inconclusive: Exit 1 when the check is inconclusive.
+        config: What to check (:class:`~robogen.check.config.CheckConfig`, the options of
+            ``robogen check``).
         write: Write the output files (False: only return the result).
         progress: Called with (episodes done, total) while evaluating.
-        safety_margin: Also gate on the safety metrics: a relative increase beyond this
-            (:mod:`robogen.check.safety_gate`) is a regression; evaluated sides then record
-            them. None: success only.
 
     Returns:
         The :class:`CheckOutcome`.
@@ -361,22 +317,60 @@ def run_check(
         InvalidSpecError, RunDirError, SpaceMismatchError, CheckpointError,
         UnknownNameError: On invalid input, before the check decides anything.
     """
-    _check_args(margin, alpha)
-    check_safety_margin(safety_margin)
-    if safety_margin is not None and sequential:
+    _validate(config)
+    out_dir = Path(config.out) if config.out is not None else _default_out()
+    _check_output_paths(out_dir, config.junit)
+    spec_data = _read_spec(config.spec)
+    execution = _execution(spec_data, {"backend": config.backend, "workers": config.workers,
+                                       "address": config.address})
+    base_data, cand_data = _saved_sides(config, out_dir, write=write)
+    protocol = _saved_protocol(config, spec_data, base_data, cand_data)
+    if config.safety_margin is not None:
+        for data, role in ((base_data, "baseline"), (cand_data, "candidate")):
+            if data is not None:
+                require_safety(data, role)
+        execution = {**execution, "safety": True}
+    base_cfg = base_check = None
+    if base_data is None:
+        base_cfg, base_check = _baseline_config(config, protocol, spec_data, out_dir, execution)
+    if config.sequential:
+        result, files = _sequential(base_data, cand_data, base_cfg, config, out_dir, execution,
+                                    progress=progress)
+    else:
+        if base_data is None:
+            assert base_cfg is not None
+            base_data = _evaluate(base_cfg, str(config.baseline), progress, base_check)
+        result, files = _fixed(base_data, cand_data, config, out_dir, execution, progress)
+    if write:
+        from robogen.check.outputs import write_outputs
+
+        files.update(write_outputs(result, out_dir, junit=config.junit))
+    return CheckOutcome(result, out_dir, files)
+
+
+def _validate(config: CheckConfig) -> None:
+    """The check's own numbers, before anything is read or evaluated."""
+    _check_args(config.margin, config.alpha)
+    check_safety_margin(config.safety_margin)
+    if config.safety_margin is not None and config.sequential:
         raise InvalidSpecError("--safety-margin needs a fixed-size check: drop --sequential "
                                "(or --safety-margin)")
-    out_dir = Path(out) if out is not None else _default_out()
-    _check_output_paths(out_dir, junit)
-    spec_data = _read_spec(spec)
-    execution = _execution(spec_data, {"backend": backend, "workers": workers,
-                                       "address": address})
-    if sequential:  # validate before anything runs
+    if config.sequential:
         from robogen.check.sequential import look_schedule, spent_alpha
 
-        look_schedule(1, looks)
-        spent_alpha(spending, 1.0, alpha)
-    base_saved, cand_saved = is_saved(baseline), is_saved(candidate)
+        look_schedule(1, config.looks)
+        spent_alpha(config.spending, 1.0, config.alpha)
+
+
+def _saved_sides(config: CheckConfig, out_dir: Path,
+                 *, write: bool) -> tuple[RunData | None, RunData | None]:
+    """The saved sides, loaded (None: a policy URI, to evaluate).
+
+    Raises:
+        InvalidSpecError: If ``out_dir`` already holds a check that would be overwritten,
+            or ``--sequential`` is given two saved runs.
+    """
+    base_saved, cand_saved = is_saved(config.baseline), is_saved(config.candidate)
     if write and (not base_saved or not cand_saved):
         busy = [out_dir / n for n in ("check.json", "baseline", "candidate")
                 if (out_dir / n).exists()]
@@ -386,89 +380,88 @@ def run_check(
                 "give a new --out, or compare the saved runs in it: robogen check --baseline "
                 f"{out_dir / 'baseline'} --candidate {out_dir / 'candidate'}"
             )
-    if sequential and base_saved and cand_saved:
+    if config.sequential and base_saved and cand_saved:
         raise InvalidSpecError(
             "--sequential evaluates in batches, so the candidate (or baseline) must be a policy "
             "URI, not a saved run; drop --sequential to compare two saved runs"
         )
     if not base_saved:
-        require_policy_uri(baseline, "baseline")
+        require_policy_uri(config.baseline, "baseline")
     if not cand_saved:
-        require_policy_uri(candidate, "candidate")
-    files: dict[str, Path] = {}
-    base_data = load_saved(baseline, "baseline") if base_saved else None
-    cand_data = load_saved(candidate, "candidate") if cand_saved else None
-    protocol = (base_data or cand_data).manifest if (base_data or cand_data) else None
-    flags = {k: v for k, v in (("env", env), ("episodes", episodes), ("seed", seed))
-             if v is not None}
-    if protocol is not None and (spec_data or flags):
-        side, src = ("baseline", baseline) if base_data else ("candidate", candidate)
-        conflicts = _spec_conflicts({**spec_data, **flags}, protocol)
+        require_policy_uri(config.candidate, "candidate")
+    return (load_saved(config.baseline, "baseline") if base_saved else None,
+            load_saved(config.candidate, "candidate") if cand_saved else None)
+
+
+def _saved_protocol(config: CheckConfig, spec_data: dict[str, Any], base_data: RunData | None,
+                    cand_data: RunData | None) -> EvalManifest | None:
+    """The manifest of the first saved side (None: both are policies), after checking that
+    the spec and the flags agree with it, and two saved sides with each other."""
+    saved = base_data or cand_data
+    if saved is None:
+        return None
+    flags = {k: v for k, v in (("env", config.env), ("episodes", config.episodes),
+                               ("seed", config.seed)) if v is not None}
+    if spec_data or flags:
+        side, src = (("baseline", config.baseline) if base_data
+                     else ("candidate", config.candidate))
+        conflicts = _spec_conflicts({**spec_data, **flags}, saved.manifest)
         if conflicts:
-            what = f"--spec {str(spec)!r}" if spec is not None else "the flags"
+            what = f"--spec {str(config.spec)!r}" if config.spec is not None else "the flags"
             raise InvalidSpecError(SPEC_CONFLICT.format(what=what, side=side, source=str(src),
                                                         fields="; ".join(conflicts)))
     if base_data is not None and cand_data is not None:
         check_protocols(base_data, cand_data)
-    if safety_margin is not None:
-        for data, role in ((base_data, "baseline"), (cand_data, "candidate")):
-            if data is not None:
-                require_safety(data, role)
-        execution = {**execution, "safety": True}
+    return saved.manifest
 
-    base_cfg = cand_cfg = None
-    base_check = None
-    if base_data is None:
-        if protocol is not None:
-            base_check = _same_protocol(protocol, candidate, "baseline")
-            base_cfg = to_config(protocol, policy=str(baseline),
-                                 vecnormalize=baseline_vecnormalize, out=out_dir / "baseline",
-                                 videos=0, **execution)
-        else:
-            if not spec_data and env is None:
-                raise InvalidSpecError(NEEDS_ENV.format(baseline=str(baseline)))
-            base_cfg = load_eval_config(
-                spec, env=env, episodes=episodes, seed=seed, policy=str(baseline),
-                vecnormalize=baseline_vecnormalize, out=out_dir / "baseline", videos=0,
-                **execution,
-            )
 
-    if not sequential:
-        if base_data is None:
-            assert base_cfg is not None
-            base_data = _evaluate(base_cfg, str(baseline), progress, base_check)
-            files["baseline_run"] = out_dir / "baseline"
-        if cand_data is None:
-            cand_cfg = to_config(base_data.manifest, policy=str(candidate),
-                                 vecnormalize=candidate_vecnormalize, out=out_dir / "candidate",
-                                 videos=0, **execution)
-            cand_data = _evaluate(
-                cand_cfg, str(candidate), progress,
-                _same_protocol(base_data.manifest, baseline, "candidate"))
-            files["candidate_run"] = out_dir / "candidate"
-        result = compare(base_data, cand_data, margin=margin, alpha=alpha, paired=paired,
-                         fail_on_inconclusive=fail_on_inconclusive)
-        if safety_margin is not None:
-            result = with_safety(result, base_data, cand_data, safety_margin)
-    else:
-        result, run_files = _sequential(
-            base_data, cand_data, base_cfg, baseline, candidate, candidate_vecnormalize,
-            out_dir, execution, margin=margin, alpha=alpha, looks=looks, spending=spending,
-            paired=paired, fail_on_inconclusive=fail_on_inconclusive, progress=progress,
-        )
-        files.update(run_files)
-    if write:
-        from robogen.check.outputs import write_outputs
+def _baseline_config(
+    config: CheckConfig, protocol: EvalManifest | None, spec_data: dict[str, Any],
+    out_dir: Path, execution: dict[str, Any],
+) -> tuple[EvalConfig, Callable[[EvalManifest], None] | None]:
+    """How to evaluate a policy baseline: under the saved candidate's manifest (checked to
+    reproduce it), else from the spec and the flags."""
+    common = {"policy": str(config.baseline), "vecnormalize": config.baseline_vecnormalize,
+              "out": out_dir / "baseline", "videos": 0, **execution}
+    if protocol is not None:
+        return (to_config(protocol, **common),
+                _same_protocol(protocol, config.candidate, "baseline"))
+    if not spec_data and config.env is None:
+        raise InvalidSpecError(NEEDS_ENV.format(baseline=str(config.baseline)))
+    return load_eval_config(config.spec, env=config.env, episodes=config.episodes,
+                            seed=config.seed, **common), None
 
-        files.update(write_outputs(result, out_dir, junit=junit))
-    return CheckOutcome(result, out_dir, files)
+
+def _fixed(
+    base_data: RunData, cand_data: RunData | None, config: CheckConfig, out_dir: Path,
+    execution: dict[str, Any], progress: ProgressFn | None,
+) -> tuple[CheckResult, dict[str, Path]]:
+    """A fixed-size check: evaluate a policy candidate under the baseline's manifest, then
+    decide."""
+    files: dict[str, Path] = {}
+    if base_data.info.kind == "evaluated":
+        files["baseline_run"] = out_dir / "baseline"
+    if cand_data is None:
+        cand_cfg = to_config(base_data.manifest, policy=str(config.candidate),
+                             vecnormalize=config.candidate_vecnormalize,
+                             out=out_dir / "candidate", videos=0, **execution)
+        cand_data = _evaluate(
+            cand_cfg, str(config.candidate), progress,
+            _same_protocol(base_data.manifest, config.baseline, "candidate"))
+        files["candidate_run"] = out_dir / "candidate"
+    result = compare(base_data, cand_data, margin=config.margin, alpha=config.alpha,
+                     paired=config.paired, fail_on_inconclusive=config.fail_on_inconclusive)
+    if config.safety_margin is not None:
+        result = with_safety(result, base_data, cand_data, config.safety_margin)
+    return result, files
 
 
 def _sequential(
     base_data: RunData | None, cand_data: RunData | None, base_cfg: EvalConfig | None,
-    baseline: str | Path, candidate: str | Path, candidate_vecnormalize: str | None,
-    out_dir: Path, execution: dict[str, Any], *, progress: ProgressFn | None, **kw: Any,
+    config: CheckConfig, out_dir: Path, execution: dict[str, Any], *,
+    progress: ProgressFn | None,
 ) -> tuple[CheckResult, dict[str, Path]]:
+    baseline, candidate = config.baseline, config.candidate
     if cand_data is not None:
         raise InvalidSpecError(
             "--sequential evaluates the candidate in batches, so --candidate must be a policy "
@@ -485,15 +478,18 @@ def _sequential(
         else:
             protocol = base_data.manifest
         cand_cfg = to_config(protocol, policy=str(candidate),
-                             vecnormalize=candidate_vecnormalize, out=out_dir / "candidate",
-                             videos=0, **execution)
+                             vecnormalize=config.candidate_vecnormalize,
+                             out=out_dir / "candidate", videos=0, **execution)
         sides["candidate_run"] = _EvalSide(cand_cfg, str(candidate),
                                            _same_protocol(protocol, baseline, "candidate"))
         base_src: RunData | _EvalSide = (
             base_data if base_data is not None else sides["baseline_run"]
         )
         source = _EvalSource(base_src, sides["candidate_run"], progress)
-        result = sequential_check(source, **kw)
+        result = sequential_check(
+            source, margin=config.margin, alpha=config.alpha, looks=config.looks,
+            spending=config.spending, paired=config.paired,
+            fail_on_inconclusive=config.fail_on_inconclusive)
     except BaseException:
         for side in sides.values():  # keep what ran; never mask the original error
             with contextlib.suppress(Exception):

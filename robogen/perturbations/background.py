@@ -34,7 +34,6 @@ from functools import lru_cache
 from typing import TYPE_CHECKING, ClassVar
 
 import numpy as np
-from matplotlib.colors import hsv_to_rgb
 
 from robogen.perturbations import _util as u
 from robogen.perturbations.base import Axis, Perturbation, register_axis
@@ -90,6 +89,8 @@ def dead_leaves(height: int, width: int, hues: tuple[float, ...], seed: int) -> 
 def _drawn(h: int, w: int, hues: tuple[float, ...], seed: int) -> np.ndarray:
     """:func:`dead_leaves` at its drawing size (cached: a reset paints the skybox and the
     floor, and ``rgb1`` asks again; read-only)."""
+    from matplotlib.colors import hsv_to_rgb  # here: importing the axes must stay light
+
     rng = np.random.default_rng(seed)
     s = min(h, w)
     n = int(LEAVES * h * w / (s * s))

@@ -11,8 +11,10 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
+from robogen.check.config import CheckConfig
 from robogen.check.records import REGRESSION, SAFETY_OK
-from robogen.check.run import run_check
+from robogen.check.run import CheckOutcome
+from robogen.check.run import run_check as _run_check
 from robogen.configs import load_eval_config
 from robogen.errors import InvalidSpecError
 from robogen.reports.evaluation import evaluate
@@ -25,6 +27,10 @@ def _run(out, policy: str, safety: bool = True, episodes: int = 12):
                            severities=[1.0], combined=False, episodes=episodes, batch_size=4,
                            seed=0, videos=0, backend="serial", safety=safety, out=out)
     return evaluate(cfg).run_dir
+
+
+def run_check(baseline, candidate, **options) -> CheckOutcome:
+    return _run_check(CheckConfig(baseline, candidate, **options))
 
 
 @pytest.fixture(scope="module")
