@@ -20,7 +20,7 @@ import typer
 from robogen._console import exit_invalid as _fail
 from robogen._console import guarded as _guard
 from robogen._console import handle_sigterm, interrupt_code
-from robogen.progress import ProgressBars
+from robogen.progress import ProgressBars, fit_label, report_line, start_line
 
 EXIT_CODES = (
     "Exit codes: 0 done; 1 robogen check found a regression; 2 invalid input or a set-up error "
@@ -191,6 +191,12 @@ def _exit_if_invalid(run_dirs: Sequence[Path]) -> None:
         raise typer.Exit(EXIT_INVALID_EPISODES)
 
 
+def _say(text: str) -> None:
+    """Print a plain status line at once (nothing heavy imported first)."""
+    sys.stdout.write(text + "\n")
+    sys.stdout.flush()
+
+
 def _print_outcome(outcome: Any) -> None:
     """The run's summary table (hardest axis first), warnings, then the report paths."""
     from rich.console import Console
@@ -318,7 +324,9 @@ def eval_cmd(
             )
         try:
             with ProgressBars() as bars:
-                bar = bars.stage(f"resume {resume}")
+                bars.phase(f"resuming {resume}: starting the {backend or 'ray'} backend "
+                           "(its workers load the env and the policy) ...")
+                bar = bars.stage(f"resume {resume}", then="writing the report ...")
                 outcome = _guard(
                     evaluation.resume,
                     resume,
@@ -338,6 +346,12 @@ def eval_cmd(
     from robogen.configs import load_eval_config
 
     policies = list(policy or [])
+    named = " / ".join(str(x) for x in (spec, env, *policies) if x)
+    if named:
+        import shutil
+
+        room = shutil.get_terminal_size().columns - len("robogen eval: checking  ...") - 1
+        _say(f"robogen eval: checking {fit_label(named, '', room)} ...")
     if spec is None and (env is None or not policies):
         _fail(
             "give --env and --policy (or --spec FILE), e.g. "
@@ -385,7 +399,8 @@ def eval_cmd(
         return
     try:
         with ProgressBars() as bars:
-            bar = bars.stage(f"{cfg.env} / {cfg.policy}")
+            bars.phase(start_line(cfg.env, [cfg.policy], cfg.episodes, cfg.backend, cfg.workers))
+            bar = bars.stage(f"{cfg.env} / {cfg.policy}", then=report_line(cfg.videos))
             outcome = _guard(evaluation.evaluate, cfg, progress=bar)
     except KeyboardInterrupt as e:
         where = cfg.out or "RUN_DIR"
@@ -435,8 +450,10 @@ def _eval_several(cfg: Any, policies: list[str]) -> None:
     cfg = cfg.model_copy(update={"out": out})
     try:
         with ProgressBars() as bars:
+            bars.phase(start_line(cfg.env, policies, cfg.episodes, cfg.backend, cfg.workers))
             outcome = _guard(evaluate_policies, cfg, policies,
-                             progress_for=lambda uri: bars.stage(f"{cfg.env} / {uri}"))
+                             progress_for=lambda uri: bars.stage(f"{cfg.env} / {uri}",
+                                                                 then=report_line(cfg.videos)))
     except KeyboardInterrupt as e:
         runs = [out / name for name in run_dir_names(policies)]
         steps = [f"robogen eval --resume {run}" if (run / "manifest.json").is_file()

@@ -89,6 +89,8 @@ def check_command(
         from robogen.check.run import run_check
 
         with ProgressBars(console=console) as bars:
+            bars.phase(f"robogen check: {candidate} against {baseline}: loading both sides "
+                       "(stored runs are read; a policy is evaluated) ...")
             outcome = run_check(
                 baseline, candidate, spec=spec, env=env, episodes=episodes, seed=seed,
                 margin=margin, alpha=alpha, sequential=sequential, looks=looks,

@@ -119,9 +119,10 @@ _RANK_NOTE = ("most robust (smallest gap) first; `<`: the Holm-adjusted sign-fli
               "severity (not tested)")
 RANK_TEST_NOTE = (
     "The ranking uses the sign-flip test of Δgap Holm-adjusted over all {m} (pair, "
-    "condition) tests (the p (Holm) column), at level {alpha:g}. The Δgap intervals of "
-    "the paired differences are per condition and unadjusted: one can exclude 0 where the "
-    "adjusted test does not separate the policies (≈).")
+    "condition) tests (the p (Holm) column; shown next to each relation), at level "
+    "{alpha:g}. The Δgap intervals of the paired differences are per condition and "
+    "unadjusted: one can exclude 0 where the adjusted test does not separate the policies "
+    "(≈), and with few episodes the exact test cannot reach the adjusted level at all.")
 """What compare.html says about the ranking's test next to it (``m`` tests, level ``alpha``)."""
 _DIFF_HEAD = ["axis", "level", "A − B", "Δgap [{ci}, unadjusted]", "p", "p (Holm)",
               "Δsuccess [{ci}]", "McNemar p (Holm)", "n"]

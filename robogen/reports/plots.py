@@ -100,7 +100,7 @@ def severity_chart_png(report: Report) -> bytes:
     Each curve starts at the nominal condition (severity 0) and has its axis's
     colour (:func:`~robogen.reports.colors.axis_color`, the same in every report);
     a pair of axes is dotted in the first axis's colour with square markers
-    filled in the second's. Axes that were not applied are drawn dashed. Breaking
+    filled in the second's, without a band. Axes that were not applied are drawn dashed. Breaking
     points of a sweep are diamonds at (severity, level x nominal success) with their
     interval as a horizontal bar.
 
@@ -110,7 +110,7 @@ def severity_chart_png(report: Report) -> bytes:
     Returns:
         PNG image bytes.
     """
-    fig = new_figure(7.0, 4.2)
+    fig = new_figure(9.0, 4.2)
     ax = fig.add_subplot()
     curves = report.severity_curves
     if not curves:
@@ -126,7 +126,8 @@ def severity_chart_png(report: Report) -> bytes:
         label = c.axis if c.status == STATUS_OK else f"{c.axis} ({c.status})"
         ax.plot(x, y, style, marker="s" if len(names) > 1 else "o", color=color,
                 markerfacecolor=face, label=label, linewidth=1.5, markersize=4)
-        ax.fill_between(x, c.ci_lows, c.ci_highs, color=color, alpha=0.12, linewidth=0)
+        if len(names) == 1:  # pairs: the line only, or the bands bury each other
+            ax.fill_between(x, c.ci_lows, c.ci_highs, color=color, alpha=0.12, linewidth=0)
         for bp in report.breaking_points:
             if bp.axis != c.axis or not bp.reached:
                 continue
@@ -140,7 +141,7 @@ def severity_chart_png(report: Report) -> bytes:
     ax.set_ylabel("success rate")
     ax.set_title(f"Success against severity ({_pct(report)} Wilson bands)", fontsize=10)
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=7, loc="lower left", ncol=2, frameon=False)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False)
     return figure_png(fig)
 
 
