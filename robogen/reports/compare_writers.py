@@ -223,7 +223,7 @@ def render_compare_html(c: Comparison, heatmap_png: bytes | None = None, *,
               html_table(["axis", "level", *(r.label for r in c.runs)], _gap_rows(c))]
     if c.rankings:
         tested = sum(math.isfinite(d.p_value) for d in c.differences)
-        parts.append(f"<h2>Ranking</h2><p class=\"note\">{e(_RANK_NOTE)}. "
+        parts.append(f"<h2>Ranking</h2><p class=\"note\">{e(_RANK_NOTE.replace('`', ''))}. "
                      f"{e(RANK_TEST_NOTE.format(m=tested, alpha=1 - c.confidence))}</p><ul>")
         parts += [f"<li><b>{e(_rank_title(r))}</b>: {e(_ranking_line(r, c))}</li>"
                   for r in c.rankings]
