@@ -20,7 +20,7 @@ import typer
 from robogen._console import exit_invalid as _fail
 from robogen._console import guarded as _guard
 from robogen._console import handle_sigterm, interrupt_code
-from robogen.progress import ProgressBars, fit_label, report_line, start_line
+from robogen.progress import ProgressBars, report_line, say_checking, start_line
 
 EXIT_CODES = (
     "Exit codes: 0 done; 1 robogen check found a regression; 2 invalid input or a set-up error "
@@ -191,12 +191,6 @@ def _exit_if_invalid(run_dirs: Sequence[Path]) -> None:
         raise typer.Exit(EXIT_INVALID_EPISODES)
 
 
-def _say(text: str) -> None:
-    """Print a plain status line at once (nothing heavy imported first)."""
-    sys.stdout.write(text + "\n")
-    sys.stdout.flush()
-
-
 def _print_outcome(outcome: Any) -> None:
     """The run's summary table (hardest axis first), warnings, then the report paths."""
     from rich.console import Console
@@ -346,12 +340,7 @@ def eval_cmd(
     from robogen.configs import load_eval_config
 
     policies = list(policy or [])
-    named = " / ".join(str(x) for x in (spec, env, *policies) if x)
-    if named:
-        import shutil
-
-        room = shutil.get_terminal_size().columns - len("robogen eval: checking  ...") - 1
-        _say(f"robogen eval: checking {fit_label(named, '', room)} ...")
+    say_checking("robogen eval", [str(x) for x in (spec, env, *policies) if x])
     if spec is None and (env is None or not policies):
         _fail(
             "give --env and --policy (or --spec FILE), e.g. "

@@ -244,6 +244,19 @@ class ProgressBars:
         self._logged[stage] = (done, 10 * done // total if total > 0 else 0, time.monotonic())
 
 
+def say_checking(command: str, names: Sequence[str]) -> None:
+    """Print ``<command>: checking <names> ...`` on stdout at once, shortened to the terminal's
+    width (:func:`fit_label`): a command's first line, before its slow imports and checks."""
+    import shutil
+    import sys
+
+    if not names:
+        return
+    room = shutil.get_terminal_size().columns - len(f"{command}: checking  ...") - 1
+    sys.stdout.write(f"{command}: checking {fit_label(' / '.join(names), '', room)} ...\n")
+    sys.stdout.flush()
+
+
 def start_line(env: str, policies: Sequence[str], episodes: int | str, backend: str,
                workers: int | None) -> str:
     """The line an evaluation prints as it starts, before any episode ends.
