@@ -181,6 +181,8 @@ def _axis_message(a: AxisCheck, conds: list[ConditionCheck], alpha: float) -> st
             f"(difference {_signed(c.difference)} [{_signed(c.diff_ci_low)}, "
             f"{_signed(c.diff_ci_high)}]), adjusted p regression {_p(c.p_regression_adj)}, "
             f"non-inferiority {_p(c.p_noninferiority_adj)}, level {c.level:.3g}"
+            + (f"; ~{c.episodes_to_decide} episodes per run would decide (planning estimate)"
+               if c.verdict == INCONCLUSIVE and c.episodes_to_decide > 0 else "")
         )
     return f"{a.verdict}: " + "; ".join(items)
 

@@ -11,7 +11,7 @@ from scipy import stats
 
 from robogen.check import INCONCLUSIVE, PASS, CheckResult, compare, run_data_from_arrays
 from robogen.check.noninferiority import tango_statistic
-from robogen.check.outputs import render_markdown
+from robogen.check.outputs import render_junit, render_markdown
 from robogen.check.planning import episodes_to_decide
 
 CONDITIONS = ("nominal", "lighting@1", "physics@1", "embodiment@1")
@@ -38,6 +38,7 @@ def test_identical_runs_need_19_z_squared_pairs_whatever_their_number() -> None:
     assert "**Episodes to decide** (planning estimate, not a guarantee" in md
     assert "level alpha / 4" in md and "nominal ~96 pairs; lighting@1 ~96 pairs" in md
     assert "with 96 episodes per condition would decide" in md
+    assert "~96 episodes per run would decide (planning estimate)" in render_junit(r)
     d = json.loads(json.dumps(r.to_dict()))
     assert [c["episodes_to_decide"] for c in d["conditions"]] == [96] * 4
     assert CheckResult.from_dict(d).conditions[0].episodes_to_decide == 96
