@@ -31,7 +31,7 @@ from robogen.options import (
     parse_text,
     with_parameters,
 )
-from robogen.progress import ProgressBars
+from robogen.progress import ProgressBars, report_line, say_checking, start_line
 
 EXIT_CODES = (
     "Exit codes: 0 done; 1 robogen check found a regression; 2 invalid input or a set-up error "
@@ -182,7 +182,9 @@ def eval_cmd(**given: Any) -> None:
         videos, unit_timeout = given["videos"], given["unit_timeout"]
         try:
             with ProgressBars() as bars:
-                bar = bars.stage(f"resume {resume}")
+                bars.phase(f"resuming {resume}: starting the {backend or 'ray'} backend "
+                           "(its workers load the env and the policy) ...")
+                bar = bars.stage(f"resume {resume}", then="writing the report ...")
                 outcome = _guard(
                     evaluation.resume,
                     resume,
@@ -200,6 +202,7 @@ def eval_cmd(**given: Any) -> None:
         _exit_if_invalid([outcome.run_dir])
         return
     policies = list(given.pop("policy") or [])
+    say_checking("robogen eval", [str(x) for x in (spec, given["env"], *policies) if x])
     if spec is None and (given["env"] is None or not policies):
         _fail(
             "give --env and --policy (or --spec FILE), e.g. "
@@ -216,7 +219,8 @@ def eval_cmd(**given: Any) -> None:
         return
     try:
         with ProgressBars() as bars:
-            bar = bars.stage(f"{cfg.env} / {cfg.policy}")
+            bars.phase(start_line(cfg.env, [cfg.policy], cfg.episodes, cfg.backend, cfg.workers))
+            bar = bars.stage(f"{cfg.env} / {cfg.policy}", then=report_line(cfg.videos))
             outcome = _guard(evaluation.evaluate, cfg, progress=bar)
     except KeyboardInterrupt as e:
         where = cfg.out or "RUN_DIR"
@@ -266,8 +270,10 @@ def _eval_several(cfg: Any, policies: list[str]) -> None:
     cfg = cfg.model_copy(update={"out": out})
     try:
         with ProgressBars() as bars:
+            bars.phase(start_line(cfg.env, policies, cfg.episodes, cfg.backend, cfg.workers))
             outcome = _guard(evaluate_policies, cfg, policies,
-                             progress_for=lambda uri: bars.stage(f"{cfg.env} / {uri}"))
+                             progress_for=lambda uri: bars.stage(f"{cfg.env} / {uri}",
+                                                                 then=report_line(cfg.videos)))
     except KeyboardInterrupt as e:
         runs = [out / name for name in run_dir_names(policies)]
         steps = [f"robogen eval --resume {run}" if (run / "manifest.json").is_file()

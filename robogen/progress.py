@@ -7,13 +7,20 @@ often report 80 columns). When the output is not a terminal (a pipe, a CI log,
 instead: at its first update, at every tenth of the total, at least every
 :data:`LOG_INTERVAL_S` seconds while it advances, and when it ends. Either way
 the elapsed time and the ETA come from rich's own estimate.
+
+Phases without counts (starting workers, loading a policy, fitting curves, writing a report)
+are announced with :meth:`ProgressBars.phase`, one line when each starts; while nothing else is
+printed, a heartbeat line follows at least every :data:`LOG_INTERVAL_S` seconds (the current
+phase and its elapsed time, or the unfinished stages' counts), so a log never goes quiet for
+longer whatever the phase.
 """
 
 from __future__ import annotations
 
 import re
+import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from datetime import timedelta
 from typing import Any
 
@@ -40,7 +47,9 @@ class ProgressBars:
         units: Unit shown after each stage's name (``{"train": "steps"}``); default ``episodes``.
         console: A ``rich.console.Console`` to draw on (default: rich's own, on stdout).
             A terminal console gets live bars; any other gets plain lines.
-        log_interval_s: Longest gap between plain lines of an advancing stage [s].
+        log_interval_s: Longest gap between plain lines of an advancing stage, and between
+            heartbeat lines of a quiet phase [s]; 0 prints a line at every update and no
+            heartbeat.
     """
 
     def __init__(self, units: Mapping[str, str] | None = None, console: Any = None,
@@ -52,11 +61,20 @@ class ProgressBars:
         self._live = False
         self._tasks: dict[str, Any] = {}
         self._logged: dict[str, tuple[int, int, float]] = {}  # stage -> (done, tenth, time)
+        self._phase: tuple[str, float] | None = None  # (text, start time)
+        self._last_line = time.monotonic()
+        self._then: dict[str, str | None] = {}
+        self._stop = threading.Event()
+        self._beat: threading.Thread | None = None
+        self._lock = threading.RLock()
 
     def __enter__(self) -> ProgressBars:
         return self
 
     def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        if self._beat is not None:
+            self._beat.join()
         if self._p is None:
             return
         if self._live:
@@ -66,9 +84,32 @@ class ProgressBars:
             if self._logged.get(stage, (-1,))[0] != int(self._task(task).completed):
                 self._log(stage)
 
+    def phase(self, text: str) -> None:
+        """Print ``text`` now, as the phase under way (``starting 2 Ray workers ...``).
+
+        Until the next phase or stage update, a heartbeat repeats it with its elapsed time at
+        least every ``log_interval_s`` seconds.
+        """
+        with self._lock:
+            if self._p is None:
+                self._start()
+            self._phase = (text, time.monotonic())
+            self._print(text, wrap=True)
+        self._start_heartbeat()
+
     def __call__(self, stage: str, done: int, total: int) -> None:
+        with self._lock:
+            self._update(stage, done, total)
+        then = self._then.get(stage)
+        if then and total and done >= total:
+            self._then[stage] = None
+            self.phase(then)
+
+    def _update(self, stage: str, done: int, total: int) -> None:
+        self._phase = None
         if self._p is None:
             self._start()
+        self._start_heartbeat()
         if stage not in self._tasks:
             desc = self._label(stage, total) if self._live else stage
             self._tasks[stage] = self._p.add_task(desc, total=total, completed=done,
@@ -78,9 +119,52 @@ class ProgressBars:
         if not self._live:
             self._maybe_log(stage, done, total)
 
-    def stage(self, name: str) -> Callable[[int, int], None]:
-        """The ``(done, total)`` callback of stage ``name``."""
+    def stage(self, name: str, *, then: str | None = None) -> Callable[[int, int], None]:
+        """The ``(done, total)`` callback of stage ``name``.
+
+        Args:
+            name: Stage name shown on its bar or lines.
+            then: Phase announced (:meth:`phase`) once the stage completes, e.g.
+                ``"writing the report ..."``.
+        """
+        if then:
+            self._then[name] = then
         return lambda done, total: self(name, done, total)
+
+    # -- heartbeat ---------------------------------------------------------------------------
+
+    def _print(self, text: str, *, wrap: bool = False) -> None:
+        """Print a line (``wrap``: prose, wrapped at the console's width at spaces)."""
+        self._console.print(text, markup=False, highlight=False, soft_wrap=not wrap)
+        self._last_line = time.monotonic()
+
+    def _start_heartbeat(self) -> None:
+        if self._beat is None and not self._stop.is_set() and self._interval > 0:
+            self._beat = threading.Thread(target=self._heartbeat, name="robogen-progress",
+                                          daemon=True)
+            self._beat.start()
+
+    def _heartbeat(self) -> None:
+        tick = min(1.0, self._interval / 4)
+        while not self._stop.wait(tick):
+            with self._lock:
+                if time.monotonic() - self._last_line >= self._interval:
+                    self._beat_line()
+
+    def _beat_line(self) -> None:
+        """The line of a quiet interval: the phase under way, else the unfinished stages."""
+        if self._phase is not None:
+            text, start = self._phase
+            self._print(f"{text.rstrip(' .…')}: still working, {_clock(time.monotonic() - start)}"
+                        " elapsed")
+            return
+        open_ = [s for s, t in self._tasks.items() if not self._task(t).finished]
+        if self._live and open_:  # rich redraws live bars (elapsed, ETA) by itself
+            self._last_line = time.monotonic()
+            return
+        for stage in open_:
+            self._log(stage)
+        self._last_line = time.monotonic()
 
     # -- internals ---------------------------------------------------------------------------
 
@@ -156,8 +240,45 @@ class ProgressBars:
         tail = f": {done}/{total} {unit} in {_clock(t.elapsed)}, {end}"
         longest = len(f": {total}/{total} {unit} in 0:00:00, ETA 0:00:00")
         label = fit_label(stage, "", max(MIN_LOG_LABEL, self._console.width - 1 - longest))
-        self._console.print(label + tail, markup=False, highlight=False, soft_wrap=True)
+        self._print(label + tail)
         self._logged[stage] = (done, 10 * done // total if total > 0 else 0, time.monotonic())
+
+
+def say_checking(command: str, names: Sequence[str]) -> None:
+    """Print ``<command>: checking <names> ...`` on stdout at once, shortened to the terminal's
+    width (:func:`fit_label`): a command's first line, before its slow imports and checks."""
+    import shutil
+    import sys
+
+    if not names:
+        return
+    room = shutil.get_terminal_size().columns - len(f"{command}: checking  ...") - 1
+    sys.stdout.write(f"{command}: checking {fit_label(' / '.join(names), '', room)} ...\n")
+    sys.stdout.flush()
+
+
+def start_line(env: str, policies: Sequence[str], episodes: int | str, backend: str,
+               workers: int | None) -> str:
+    """The line an evaluation prints as it starts, before any episode ends.
+
+    ``evaluating expert:reach on robogen/Reach-v0 (8 episodes per condition): starting 2 Ray
+    workers, each loading the env and the policy ...`` (a policy path shows its file name).
+    """
+    who = _basename(policies[0]) if len(policies) == 1 else f"{len(policies)} policies"
+    if backend == "ray":
+        n = f"{workers} Ray worker{'s' if workers != 1 else ''}" if workers else \
+            "Ray workers (one per free CPU)"
+        how = f"starting {n}, each loading the env and the policy"
+    else:
+        how = "loading the env and the policy in this process (serial backend)"
+    return f"evaluating {who} on {env} ({episodes} episodes per condition): {how} ..."
+
+
+def report_line(videos: int) -> str:
+    """The line printed when the episodes are done and the report is being written."""
+    films = f", up to {videos} failure video{'s' if videos != 1 else ''} per axis" \
+        if videos else ""
+    return f"writing the report (statistics, plots{films}) ..."
 
 
 def eta_s(task: Any) -> float | None:

@@ -45,12 +45,30 @@ def test_progress_counts_and_eta_are_whole_in_a_pipe(piped_eval):
         assert ln.startswith("Reacher-v5 / sb3:ppo_reacher.zip: "), ln
 
 
+def test_each_phase_is_announced_in_order(piped_eval):
+    """A line before any import-heavy work, one as the episodes start, the progress lines,
+    one when the report is being written, then the outcome."""
+    stdout, _, _ = piped_eval
+    lines = stdout.splitlines()
+    assert lines[0] == "robogen eval: checking gymnasium/Reacher-v5 / sb3:ppo_reacher.zip ..."
+    progress = [k for k, ln in enumerate(lines) if re.search(r": \d+/60 episodes in ", ln)]
+    assert " ".join(ln.strip() for ln in lines[1:progress[0]]) == (  # prose, wrapped at 80
+        "evaluating sb3:ppo_reacher.zip on gymnasium/Reacher-v5 (12 episodes per condition): "
+        "loading the env and the policy in this process (serial backend) ...")
+    writing = lines.index("writing the report (statistics, plots, up to 1 failure video per "
+                          "axis) ...")
+    done = next(k for k, ln in enumerate(lines) if ln.startswith("done: 60 episodes in "))
+    assert 1 < progress[0] < progress[-1] < writing < done
+    assert lines[writing - 1].endswith("60/60 episodes in " + lines[writing - 1][-13:])
+
+
 def test_summary_table_hardest_axis_first_then_report_paths(piped_eval):
     stdout, report, out = piped_eval
     lines = stdout.splitlines()
     assert all(len(ln) <= 80 for ln in lines), [ln for ln in lines if len(ln) > 80]
     assert "### robogen report" not in stdout and "|---|" not in stdout  # no raw markdown
-    head = next(i for i, ln in enumerate(lines) if ln.lstrip().startswith("condition"))
+    head = next(i for i, ln in enumerate(lines)  # the table's header, not the start line's prose
+                if ln.lstrip().startswith("condition") and "):" not in ln)
     assert "gap [95% CI]" in lines[head] and " n " in lines[head] and "status" in lines[head]
     rows = [ln.split() for ln in lines[head + 2:] if re.match(r"\S+@", ln)]
     hardest = report["difficulty_order"][0]

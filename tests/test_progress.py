@@ -130,3 +130,54 @@ def test_eta_is_the_stages_average_rate_not_the_last_two_updates(monkeypatch):
     # a resumed stage counts only what it did itself
     task.fields["start_done"] = 8
     assert progress.eta_s(task) == pytest.approx(4.0 * 96 / 8)
+
+
+def _wait_for(out: io.StringIO, text: str, guard_s: float = 30.0) -> str:
+    """The output once it holds ``text`` (polls; the guard only keeps a broken heartbeat from
+    hanging the suite)."""
+    import time
+
+    end = time.monotonic() + guard_s
+    while text not in out.getvalue():
+        assert time.monotonic() < end, out.getvalue()
+        time.sleep(0.01)
+    return out.getvalue()
+
+
+def test_a_quiet_phase_gets_heartbeat_lines_then_stages_report_again():
+    out = io.StringIO()
+    console = Console(file=out, width=100)
+    with ProgressBars({"fit": "curves"}, console=console, log_interval_s=0.05) as bars:
+        bars.phase("fitting 2 scaling curves ...")
+        _wait_for(out, "still working")
+        bars.stage("fit", then="writing curves.json ...")(0, 2)
+        _wait_for(out, "fit: 0/2 curves in 0:00:00, ETA -:--:--\nfit: 0/2")  # heartbeat repeats
+        bars("fit", 2, 2)
+    lines = out.getvalue().splitlines()
+    assert lines[0] == "fitting 2 scaling curves ..."
+    assert re.fullmatch(r"fitting 2 scaling curves: still working, 0:00:0\d elapsed", lines[1])
+    k = lines.index("writing curves.json ...")
+    assert lines[k - 1].startswith("fit: 2/2 curves in ") and lines[k - 1].endswith(", done")
+    assert all(not ln.startswith("fit: 0/2") for ln in lines[k:])
+
+
+def test_live_bars_print_phases_above_them():
+    console, out = _terminal(120)
+    with ProgressBars(console=console) as bars:
+        bars.phase("starting 2 Ray workers ...")
+        bars.stage("run")(1, 2)
+    text = "\n".join(_lines(out))
+    assert text.index("starting 2 Ray workers ...") < text.index("run (episodes)")
+
+
+def test_start_and_report_lines_name_what_is_starting():
+    from robogen.progress import report_line, start_line
+
+    assert start_line("robogen/Reach-v0", ["expert:reach"], 8, "ray", 2) == (
+        "evaluating expert:reach on robogen/Reach-v0 (8 episodes per condition): starting 2 Ray "
+        "workers, each loading the env and the policy ...")
+    assert start_line("robogen/Push-v0", ["sb3:/a/b/ppo.zip", "expert:push"], "auto", "ray",
+                      None) == (
+        "evaluating 2 policies on robogen/Push-v0 (auto episodes per condition): starting Ray "
+        "workers (one per free CPU), each loading the env and the policy ...")
+    assert report_line(0) == "writing the report (statistics, plots) ..."

@@ -38,6 +38,8 @@ def check_command(**given: Any) -> None:
 
         config = CheckConfig(**given)
         with ProgressBars(console=console) as bars:
+            bars.phase(f"robogen check: {config.candidate} against {config.baseline}: loading "
+                       "both sides (stored runs are read; a policy is evaluated) ...")
             outcome = run_check(config, progress=bars.stage("check"))
     except typer.Exit:
         raise

@@ -44,6 +44,7 @@ from robogen.check.noninferiority import (
     tango_interval,
     unpaired_noninferiority,
 )
+from robogen.check.planning import episodes_to_decide
 from robogen.check.records import (
     CHECK_SCHEMA_VERSION,
     DEFAULT_ALPHA,
@@ -342,7 +343,7 @@ def _rate(x: int, n: int) -> float:
     return x / n if n else math.nan
 
 
-def _condition_record(st: _State, confidence: float) -> ConditionCheck:
+def _condition_record(st: _State, confidence: float, plan_level: float) -> ConditionCheck:
     verdict = st.verdict or INCONCLUSIVE
     t = st.test
     nan = math.nan
@@ -355,6 +356,8 @@ def _condition_record(st: _State, confidence: float) -> ConditionCheck:
     bl, bh = wilson_interval(t.x_b, t.n_b, confidence)
     cl, ch = wilson_interval(t.x_c, t.n_c, confidence)
     rb, rc = _rate(t.x_b, t.n_b), _rate(t.x_c, t.n_c)
+    need = (episodes_to_decide(t.ni.statistic, min(t.n_b, t.n_c), plan_level)
+            if verdict == INCONCLUSIVE else -1)
     return ConditionCheck(
         condition=st.cond.name, axis=st.axis, severity=st.cond.severity, split=st.cond.split,
         paired=t.paired, n_baseline=t.n_b, n_candidate=t.n_c, baseline_successes=t.x_b,
@@ -364,7 +367,7 @@ def _condition_record(st: _State, confidence: float) -> ConditionCheck:
         baseline_only=t.base_only, p_noninferiority=t.ni.p_value,
         p_noninferiority_adj=float(st.adj_ni), p_regression=t.reg.p_value,
         p_regression_adj=float(st.adj_reg), level=float(st.level), verdict=verdict,
-        decided_at=st.decided_at, note=st.note,
+        decided_at=st.decided_at, note=st.note, episodes_to_decide=need,
     )
 
 
@@ -397,7 +400,8 @@ def _result(
     alpha: float, pair: bool, fail_on_inconclusive: bool, seq: SequentialInfo | None,
 ) -> CheckResult:
     conf = 1.0 - 2.0 * alpha
-    conds = tuple(_condition_record(st, conf) for st in states.values())
+    k = max(1, sum(st.test is not None for st in states.values()))
+    conds = tuple(_condition_record(st, conf, alpha / k) for st in states.values())
     axes = _axis_records(conds)
     tested = [a for a in axes if a.verdict not in (NOT_APPLIED, NO_DATA)]
     if any(a.verdict == REGRESSION for a in tested):

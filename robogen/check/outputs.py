@@ -15,6 +15,7 @@ import math
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
+from robogen.check.planning import PLANNING_NOTE
 from robogen.check.records import (
     INCONCLUSIVE,
     NO_DATA,
@@ -118,6 +119,7 @@ def render_markdown(result: CheckResult) -> str:
         f"{_MARK[result.verdict]}"
         + (f" (exit code {result.exit_code})" if result.exit_code else "") + ".",
     ]
+    parts += planning_lines(result)
     if result.safety_margin is not None:
         parts += ["", *safety_lines(result)]
     seq = result.sequential
@@ -151,6 +153,25 @@ def render_markdown(result: CheckResult) -> str:
     return "\n".join(parts)
 
 
+def planning_lines(result: CheckResult) -> list[str]:
+    """The markdown lines saying how many episodes would decide each inconclusive condition
+    (a planning estimate, labelled so); empty when no tested condition is inconclusive."""
+    open_ = [c for c in result.conditions if c.verdict == INCONCLUSIVE and c.n_candidate]
+    if not open_:
+        return []
+    k = sum(c.verdict not in (NOT_APPLIED, NO_DATA) and c.n_candidate > 0
+            for c in result.conditions)
+    unit = "pairs" if result.design == "paired" else "episodes per run"
+    items = [f"{c.condition} ~{c.episodes_to_decide} {unit}" if c.episodes_to_decide > 0
+             else f"{c.condition}: none (the observed difference sits on the margin)"
+             for c in open_]
+    worst = max((c.episodes_to_decide for c in open_), default=-1)
+    return ["", f"**Episodes to decide** ({PLANNING_NOTE.format(k=max(k, 1))}; now "
+            f"{max(c.n_candidate for c in open_)}): " + "; ".join(items)
+            + (f". Running both sides with {worst} episodes per condition would decide every "
+               "inconclusive condition if the observed rates held." if worst > 0 else ".")]
+
+
 def _axis_message(a: AxisCheck, conds: list[ConditionCheck], alpha: float) -> str:
     bad = [c for c in conds if c.verdict == a.verdict] or conds
     items = []
@@ -160,6 +181,8 @@ def _axis_message(a: AxisCheck, conds: list[ConditionCheck], alpha: float) -> st
             f"(difference {_signed(c.difference)} [{_signed(c.diff_ci_low)}, "
             f"{_signed(c.diff_ci_high)}]), adjusted p regression {_p(c.p_regression_adj)}, "
             f"non-inferiority {_p(c.p_noninferiority_adj)}, level {c.level:.3g}"
+            + (f"; ~{c.episodes_to_decide} episodes per run would decide (planning estimate)"
+               if c.verdict == INCONCLUSIVE and c.episodes_to_decide > 0 else "")
         )
     return f"{a.verdict}: " + "; ".join(items)
 

@@ -109,6 +109,10 @@ class ConditionCheck(Record):
         decided_at: Sequential mode: episodes per condition at the deciding
             look (the last look run if undecided); else the episodes analysed.
         note: Why a condition is not tested, or other remarks; else "".
+        episodes_to_decide: Inconclusive conditions: a planning estimate of the episodes
+            per run (pairs when paired) at which the observed success rates would decide
+            (:func:`robogen.check.planning.episodes_to_decide`); -1 for decided or untested
+            conditions, or when no number would decide at the observed difference.
     """
 
     condition: str
@@ -139,6 +143,7 @@ class ConditionCheck(Record):
     verdict: str
     decided_at: int
     note: str
+    episodes_to_decide: int = -1
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from robogen._atomic import write_atomic
 from robogen.reports.comparison import Comparison, PolicyDifference, Ranking
-from robogen.reports.html_parts import CSS, gap_ci, html_table, level_label
+from robogen.reports.html_parts import CSS, folded_table, gap_ci, html_table, level_label
 from robogen.reports.safety import difference_table
 
 COMPARE_JSON = "compare.json"
@@ -95,10 +95,16 @@ def _diff_rows(c: Comparison) -> list[list[str]]:
     return rows
 
 
-def _ranking_line(r: Ranking) -> str:
+def _ranking_line(r: Ranking, c: Comparison | None = None) -> str:
+    """``a (+0.10) ≈ b (+0.30)``; with ``c``, each relation carries its Holm-adjusted p."""
     parts = [f"{r.order[0]} ({r.gaps[0]:+.2f})" if math.isfinite(r.gaps[0]) else r.order[0]]
     for k in range(1, len(r.order)):
         rel = " < " if r.separated[k - 1] else " ≈ "
+        if c is not None and r.condition:
+            d = next((x for x in c.differences if x.condition == r.condition
+                      and {x.run_a, x.run_b} == {r.order[k - 1], r.order[k]}), None)
+            if d is not None and math.isfinite(d.p_holm):
+                rel = f" {rel.strip()} (Holm p {_p(d.p_holm)}) "
         g = r.gaps[k]
         parts.append(rel + (f"{r.order[k]} ({g:+.2f})" if math.isfinite(g) else r.order[k]))
     return "".join(parts)
@@ -111,8 +117,15 @@ def _rank_title(r: Ranking) -> str:
 _RANK_NOTE = ("most robust (smallest gap) first; `<`: the Holm-adjusted sign-flip test separates "
               "the neighbours, `≈`: it does not; overall: mean gap over the axes at their highest "
               "severity (not tested)")
-_DIFF_HEAD = ["axis", "level", "A − B", "Δgap [{ci}]", "p", "p (Holm)", "Δsuccess [{ci}]",
-              "McNemar p (Holm)", "n"]
+RANK_TEST_NOTE = (
+    "The ranking uses the sign-flip test of Δgap Holm-adjusted over all {m} (pair, "
+    "condition) tests (the p (Holm) column; shown next to each relation), at level "
+    "{alpha:g}. The Δgap intervals of the paired differences are per condition and "
+    "unadjusted: one can exclude 0 where the adjusted test does not separate the policies "
+    "(≈), and with few episodes the exact test cannot reach the adjusted level at all.")
+"""What compare.html says about the ranking's test next to it (``m`` tests, level ``alpha``)."""
+_DIFF_HEAD = ["axis", "level", "A − B", "Δgap [{ci}, unadjusted]", "p", "p (Holm)",
+              "Δsuccess [{ci}]", "McNemar p (Holm)", "n"]
 
 
 def render_compare_markdown(c: Comparison) -> str:
@@ -146,14 +159,17 @@ def render_compare_markdown(c: Comparison) -> str:
             out += ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
             out += ["| " + " | ".join(r) + " |" for r in rows]
     if c.rankings:
-        out += ["", f"**Ranking** ({_RANK_NOTE})", ""]
-        out += [f"- {_rank_title(r)}: {_ranking_line(r)}" for r in c.rankings]
+        tested = sum(math.isfinite(d.p_value) for d in c.differences)
+        out += ["", f"**Ranking** ({_RANK_NOTE}). "
+                f"{RANK_TEST_NOTE.format(m=tested, alpha=1 - c.confidence)}", ""]
+        out += [f"- {_rank_title(r)}: {_ranking_line(r, c)}" for r in c.rankings]
     out += ["", f"<sub>{METHODS}</sub>", ""]
     return "\n".join(out)
 
 
 def _run_media(c: Comparison, out_dir: Path) -> list[str]:
     """HTML of each run's report link and failure videos, as paths relative to ``out_dir``."""
+    from robogen.reports.provenance import video_posters
     from robogen.rollout.replay import existing_videos
 
     e = html.escape
@@ -170,9 +186,12 @@ def _run_media(c: Comparison, out_dir: Path) -> list[str]:
             parts.append('<p class="note">no failure videos in this run</p>')
             continue
         parts.append('<div class="videos">')
+        posters = video_posters(run_dir, {k: str(v) for k, v in videos.items()})
         for label, path in videos.items():
             src = e((rel / path).as_posix())
-            parts.append(f'<figure><video controls muted loop preload="metadata" src="{src}">'
+            poster = f' poster="{e(posters[label])}"' if label in posters else ""
+            parts.append(f'<figure><video controls muted loop preload="metadata"{poster} '
+                         f'src="{src}">'
                          f"</video><figcaption>{e(label)}</figcaption></figure>")
         parts.append("</div>")
     return parts
@@ -203,8 +222,10 @@ def render_compare_html(c: Comparison, heatmap_png: bytes | None = None, *,
     parts += ["<h2>Gaps</h2>",
               html_table(["axis", "level", *(r.label for r in c.runs)], _gap_rows(c))]
     if c.rankings:
-        parts.append(f"<h2>Ranking</h2><p class=\"note\">{e(_RANK_NOTE)}</p><ul>")
-        parts += [f"<li><b>{e(_rank_title(r))}</b>: {e(_ranking_line(r))}</li>"
+        tested = sum(math.isfinite(d.p_value) for d in c.differences)
+        parts.append(f"<h2>Ranking</h2><p class=\"note\">{e(_RANK_NOTE.replace('`', ''))}. "
+                     f"{e(RANK_TEST_NOTE.format(m=tested, alpha=1 - c.confidence))}</p><ul>")
+        parts += [f"<li><b>{e(_rank_title(r))}</b>: {e(_ranking_line(r, c))}</li>"
                   for r in c.rankings]
         parts.append("</ul>")
     classes = ["sig" if _significant(d, c.confidence) else "" for d in c.differences]
@@ -217,9 +238,10 @@ def render_compare_html(c: Comparison, heatmap_png: bytes | None = None, *,
         sig = ["sig" if d.ci_low > 0 or d.ci_high < 0 else "" for d in c.safety]
         parts += ["<h2>Safety between policies</h2>",
                   '<p class="note">Safety metrics (robogen eval --safety) of each pair of '
-                  "policies on the same episodes: b - a, positive when b is less safe; bold: "
-                  "the percentile-bootstrap interval excludes 0.</p>",
-                  html_table(headers, rows, sig)]
+                  "policies on the same episodes: b - a, positive when b is less safe. In "
+                  "view: the differences whose percentile-bootstrap interval excludes 0.</p>",
+                  folded_table(headers, rows, [bool(x) for x in sig],
+                               "whose interval includes 0")]
     if out_dir is not None:
         parts += _run_media(c, Path(out_dir))
     parts.append("</body></html>")

@@ -13,48 +13,86 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from robogen.reports.colors import axis_color
 from robogen.reports.figures import empty_axes, figure_png, new_figure
-from robogen.reports.records import InteractionStats, Report
+from robogen.reports.html_parts import level_label
+from robogen.reports.records import AxisGap, InteractionStats, Report
 
 if TYPE_CHECKING:
     from robogen.reports.comparison import Comparison
 
 _CMAP = "RdBu_r"
+GAP_HEATMAP_WIDTH_IN = 9.6
+"""Width of compare.html's gap heatmap [in]: 960 px at the report DPI, the page's column."""
 
 
 def gap_heatmap_png(comparison: Comparison) -> bytes:
-    """Policies (rows) x perturbed conditions (columns) of paired gaps with intervals.
+    """One heatmap row per axis: policies x that axis's levels, paired gaps with intervals.
+
+    Each axis label (``texture``, ``lighting+texture``, ``combined``) gets its own row of
+    panels, its levels as columns (left to right in report order) and the policies as rows,
+    so the figure keeps a page's width whatever the number of conditions. All panels share
+    one diverging colour scale.
 
     Args:
         comparison: The comparison.
 
     Returns:
-        PNG image bytes.
+        PNG image bytes (at most :data:`GAP_HEATMAP_WIDTH_IN` inches wide).
     """
     runs = comparison.runs
-    conds = list(comparison.conditions)
-    fig = new_figure(max(6.0, 2.5 + 1.5 * len(conds)), 1.4 + 0.7 * len(runs))
-    ax = fig.add_subplot()
-    if not conds:
-        empty_axes(ax, "no perturbed conditions")
+    groups: dict[str, list[AxisGap]] = {}
+    first = {g.condition: g for g in runs[0].gaps} if runs else {}
+    for c in comparison.conditions:
+        g0 = first.get(c)
+        if g0 is not None:
+            groups.setdefault(g0.axis, []).append(g0)
+    if not groups:
+        fig = new_figure(GAP_HEATMAP_WIDTH_IN, 2.0)
+        empty_axes(fig.add_subplot(), "no perturbed conditions")
         return figure_png(fig)
-    vals = np.full((len(runs), len(conds)), np.nan)
-    text: list[list[str]] = []
-    for i, r in enumerate(runs):
-        by = {g.condition: g for g in r.gaps}
-        row = []
-        for j, c in enumerate(conds):
-            g = by.get(c)
-            if g is None or not math.isfinite(g.gap):
-                row.append(g.status if g is not None else "n/a")
-                continue
-            vals[i, j] = g.gap
-            row.append(f"{g.gap:+.2f}\n[{g.ci_low:+.2f}, {g.ci_high:+.2f}]")
-        text.append(row)
-    _draw(ax, vals, text, [r.label for r in runs], conds, fig,
-          "gap: nominal − perturbed success")
-    ax.set_title(f"Generalization gap per policy ({comparison.confidence * 100:g}% CI)",
-                 fontsize=10)
+    by = [{g.condition: g for g in r.gaps} for r in runs]
+    n_cols = max(len(v) for v in groups.values())
+    row_in = 0.24 * len(runs) + 0.32
+    fig = new_figure(GAP_HEATMAP_WIDTH_IN, 0.7 + row_in * len(groups))
+    axs = fig.subplots(len(groups), 1, squeeze=False)[:, 0]
+    finite = [g.gap for b in by for g in b.values() if math.isfinite(g.gap)]
+    lim = max(0.1, max((abs(x) for x in finite), default=0.1))
+    im = None
+    for ax, (axis, gs) in zip(axs, groups.items(), strict=True):
+        vals = np.full((len(runs), n_cols), np.nan)
+        text = [["" for _ in range(n_cols)] for _ in runs]
+        for i, b in enumerate(by):
+            for j, g0 in enumerate(gs):
+                g = b.get(g0.condition)
+                if g is None or not math.isfinite(g.gap):
+                    text[i][j] = g.status if g is not None else "n/a"
+                    continue
+                vals[i, j] = g.gap
+                text[i][j] = f"{g.gap:+.2f} [{g.ci_low:+.2f}, {g.ci_high:+.2f}]"
+        im = ax.imshow(np.ma.masked_invalid(vals), cmap=_CMAP, vmin=-lim, vmax=lim,
+                       aspect="auto")
+        ax.set_xticks(range(len(gs)), [f"@{level_label(g.severity, g.split)}" for g in gs],
+                      fontsize=8)
+        ax.set_xlim(-0.5, n_cols - 0.5)
+        ax.tick_params(axis="x", length=0, pad=1)
+        ax.set_yticks(range(len(runs)), [r.label for r in runs], fontsize=8)
+        ax.set_ylabel(axis, rotation=0, ha="right", va="center", fontsize=9,
+                      color=axis_color(axis), fontweight="bold")
+        for spine in ax.spines.values():
+            spine.set_visible(False)
+        for i, row in enumerate(text):
+            for j, t in enumerate(row):
+                if t:
+                    v = vals[i, j]
+                    dark = math.isfinite(v) and abs(v) > 0.6 * lim
+                    ax.text(j, i, t, ha="center", va="center", fontsize=7,
+                            color="white" if dark else "black")
+    axs[0].set_title(f"Generalization gap per axis and policy ({comparison.confidence * 100:g}% "
+                     "CI; columns: the axis's levels)", fontsize=10)
+    if im is not None:
+        fig.colorbar(im, ax=list(axs), shrink=min(1.0, 3.0 / len(groups)), aspect=30,
+                     ).set_label("gap: nominal − perturbed success", fontsize=8)
     return figure_png(fig)
 
 

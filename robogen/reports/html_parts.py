@@ -18,14 +18,18 @@ body{font-family:system-ui,-apple-system,Segoe UI,Helvetica,Arial,sans-serif;mar
 max-width:980px;color:#222;line-height:1.4;padding:0 1em}
 h1{font-size:1.5em;margin-bottom:.2em}
 h2{font-size:1.15em;margin-top:1.6em;border-bottom:1px solid #ddd}
-table{border-collapse:collapse;margin:.5em 0;font-size:.9em}
-th,td{border:1px solid #ddd;padding:.25em .6em;text-align:right}
+table{border-collapse:collapse;margin:0;font-size:.9em}
+.tbl{max-width:100%;overflow-x:auto;margin:.5em 0}
+th,td{border:1px solid #ddd;padding:.25em .6em;text-align:right;overflow-wrap:break-word}
 th{background:#f3f3f3}td:first-child,th:first-child{text-align:left}
 tr.flag td{color:#777}tr.na td{color:#999;font-style:italic}
 .meta{color:#555}.note{color:#555;font-size:.9em}
 img{max-width:100%;display:block;margin:.5em 0}
-pre{background:#f7f7f7;padding:.8em;overflow:auto;font-size:.8em}
-video{max-width:100%}
+pre{background:#f7f7f7;padding:.8em;overflow:auto;font-size:.8em;white-space:pre-wrap;
+overflow-wrap:anywhere}
+video{max-width:100%;background:#000}
+details{margin:.5em 0}summary{cursor:pointer;color:#444}
+code{overflow-wrap:anywhere}
 """
 """Inline stylesheet shared by robogen's self-contained HTML pages."""
 
@@ -49,7 +53,34 @@ def html_table(
     for k, row in enumerate(rows):
         cls = f' class="{classes[k]}"' if classes and classes[k] else ""
         body.append(f"<tr{cls}>" + "".join(f"<td>{e(c)}</td>" for c in row) + "</tr>")
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+    return (f'<div class="tbl"><table><thead><tr>{head}</tr></thead>'
+            f"<tbody>{''.join(body)}</tbody></table></div>")
+
+
+def folded_table(header: Sequence[str], rows: Sequence[Sequence[str]], shown: Sequence[bool],
+                 hidden_label: str) -> str:
+    """The rows flagged in ``shown`` as a table, the others behind a ``<details>`` disclosure.
+
+    Long tables (safety metrics of every condition) keep the rows a reader acts on in view.
+
+    Args:
+        header: Column titles.
+        rows: Cell texts, one sequence per row.
+        shown: Per row, whether it stays in view.
+        hidden_label: What the hidden rows are, e.g. ``"without a significant change"``;
+            the disclosure reads ``N more rows without a significant change``.
+
+    Returns:
+        The markup: the table of shown rows (if any), then the disclosure (if any row is hidden).
+    """
+    keep = [r for r, s in zip(rows, shown, strict=True) if s]
+    rest = [r for r, s in zip(rows, shown, strict=True) if not s]
+    out = html_table(header, keep) if keep else ""
+    if rest:
+        more = "more " if keep else ""
+        out += (f"<details><summary>{len(rest)} {more}rows {html.escape(hidden_label)}"
+                f"</summary>{html_table(header, rest)}</details>")
+    return out
 
 
 def level_label(severity: float, split: str) -> str:

@@ -16,6 +16,7 @@ import numpy as np
 from matplotlib.patches import Patch
 
 from robogen._atomic import write_atomic
+from robogen.reports.colors import COMBINED_COLOR, NOT_OBSERVED_COLOR, axis_color
 from robogen.reports.figures import empty_axes, figure_png, new_figure, rows_figure
 from robogen.reports.records import (
     PLOT_FILES,
@@ -26,19 +27,18 @@ from robogen.reports.records import (
     Report,
 )
 
-_OK_COLOR = "#3366aa"
-_FLAG_COLOR = "#aaaaaa"
-_COMBINED_COLOR = "#aa4433"
+_NOMINAL_COLOR = "#aaaaaa"
 
 
 
 def gap_chart_png(report: Report) -> bytes:
     """Horizontal bars of every paired gap with its bootstrap interval.
 
-    Rows follow the difficulty order (hardest on top), then severity; the
-    combined conditions come last in red. Visual axes a state-only policy does
-    not observe are grey; axes that were not applied get a text marker instead
-    of a bar (so no 0.00 bar is drawn for them).
+    Rows follow the difficulty order (hardest on top), then severity; each axis
+    has its colour (:func:`~robogen.reports.colors.axis_color`, the same in every
+    report); the combined conditions come last in dark grey. Visual axes a
+    state-only policy does not observe are light grey and hatched; axes that were
+    not applied get a text marker instead of a bar (so no 0.00 bar is drawn for them).
 
     Args:
         report: The report.
@@ -57,13 +57,14 @@ def gap_chart_png(report: Report) -> bytes:
         if not math.isfinite(g.gap):
             ax.text(0.0, y, f"  {g.status}", va="center", ha="left", fontsize=8, color="#666666")
             continue
-        color, kind = _OK_COLOR, "single axis"
+        color, kind, hatch = axis_color(g.axis), "", None
         if g.status == STATUS_NOT_OBSERVED:
-            color, kind = _FLAG_COLOR, STATUS_NOT_OBSERVED
+            color, kind, hatch = NOT_OBSERVED_COLOR, STATUS_NOT_OBSERVED, "//"
         elif len(g.axes) > 1:
-            color, kind = _COMBINED_COLOR, "several axes combined"
-        used[kind] = color
-        ax.barh(y, g.gap, color=color, height=0.7)
+            color, kind = COMBINED_COLOR, "several axes combined"
+        if kind:
+            used[kind] = color
+        ax.barh(y, g.gap, color=color, height=0.7, hatch=hatch, edgecolor="white")
         ax.errorbar(
             g.gap,
             y,
@@ -83,8 +84,10 @@ def gap_chart_png(report: Report) -> bytes:
     ax.set_xlabel(f"generalization gap: nominal − perturbed success ({_pct(report)} CI)")
     ax.set_title("Success lost per axis (paired, same episodes)", fontsize=10)
     ax.grid(axis="x", alpha=0.3)
-    if len(used) > 1 or STATUS_NOT_OBSERVED in used:
-        handles = [Patch(color=c, label=k) for k, c in used.items()]
+    if used:
+        handles = [Patch(facecolor=c, label=k, edgecolor="white",
+                         hatch="//" if k == STATUS_NOT_OBSERVED else None)
+                   for k, c in used.items()]
         ax.legend(
             handles=handles, fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False
         )
@@ -94,9 +97,12 @@ def gap_chart_png(report: Report) -> bytes:
 def severity_chart_png(report: Report) -> bytes:
     """Success rate against severity per axis, with Wilson interval bands.
 
-    Each curve starts at the nominal condition (severity 0). Axes that were
-    not applied are drawn dashed. Breaking points of a sweep are diamonds at
-    (severity, level x nominal success) with their interval as a horizontal bar.
+    Each curve starts at the nominal condition (severity 0) and has its axis's
+    colour (:func:`~robogen.reports.colors.axis_color`, the same in every report);
+    a pair of axes is dotted in the first axis's colour with square markers
+    filled in the second's, without a band. Axes that were not applied are drawn dashed. Breaking
+    points of a sweep are diamonds at (severity, level x nominal success) with their
+    interval as a horizontal bar.
 
     Args:
         report: The report.
@@ -104,20 +110,24 @@ def severity_chart_png(report: Report) -> bytes:
     Returns:
         PNG image bytes.
     """
-    fig = new_figure(7.0, 4.2)
+    fig = new_figure(9.0, 4.2)
     ax = fig.add_subplot()
     curves = report.severity_curves
     if not curves:
         empty_axes(ax, "no severity levels")
         return figure_png(fig)
-    colors = [f"C{i % 10}" for i in range(len(curves))]
-    for c, color in zip(curves, colors, strict=True):
+    for c in curves:
         x = np.asarray(c.severities, dtype=float)
         y = np.asarray(c.success_rates, dtype=float)
-        style = "--" if c.status == STATUS_NOT_APPLIED else "-"
+        names = c.axis.split("+")
+        color = axis_color(names[0]) if len(names) == 2 else axis_color(c.axis)
+        face = axis_color(names[1]) if len(names) == 2 else color
+        style = "--" if c.status == STATUS_NOT_APPLIED else (":" if len(names) > 1 else "-")
         label = c.axis if c.status == STATUS_OK else f"{c.axis} ({c.status})"
-        ax.plot(x, y, style, marker="o", color=color, label=label, linewidth=1.5, markersize=4)
-        ax.fill_between(x, c.ci_lows, c.ci_highs, color=color, alpha=0.12, linewidth=0)
+        ax.plot(x, y, style, marker="s" if len(names) > 1 else "o", color=color,
+                markerfacecolor=face, label=label, linewidth=1.5, markersize=4)
+        if len(names) == 1:  # pairs: the line only, or the bands bury each other
+            ax.fill_between(x, c.ci_lows, c.ci_highs, color=color, alpha=0.12, linewidth=0)
         for bp in report.breaking_points:
             if bp.axis != c.axis or not bp.reached:
                 continue
@@ -131,7 +141,7 @@ def severity_chart_png(report: Report) -> bytes:
     ax.set_ylabel("success rate")
     ax.set_title(f"Success against severity ({_pct(report)} Wilson bands)", fontsize=10)
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=7, loc="lower left", ncol=2, frameon=False)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False)
     return figure_png(fig)
 
 
@@ -153,7 +163,8 @@ def condition_chart_png(report: Report) -> bytes:
     rates = np.array([c.success_rate for c in conds])
     lows = np.array([c.ci_low for c in conds])
     highs = np.array([c.ci_high for c in conds])
-    colors = [_FLAG_COLOR if not c.axes else _OK_COLOR for c in conds]
+    colors = [_NOMINAL_COLOR if not c.axes else
+              axis_color(c.axes[0]) if len(c.axes) == 1 else COMBINED_COLOR for c in conds]
     ax.barh(ys, rates, color=colors, height=0.7)
     ax.errorbar(
         rates,

@@ -8,10 +8,11 @@ reader need not open manifest.json to know them.
 
 from __future__ import annotations
 
+import base64
 from collections.abc import Mapping
 from pathlib import Path
 
-from robogen.reports.video import VideoInfo, read_video_info
+from robogen.reports.video import VideoInfo, poster_jpeg, read_video_info
 from robogen.types import EvalManifest
 
 REMOTE_PAIRING = (
@@ -55,4 +56,17 @@ def video_infos(run_dir: Path, videos: Mapping[str, str]) -> dict[str, VideoInfo
         info = read_video_info(Path(run_dir) / rel)
         if info is not None:
             out[label] = info
+    return out
+
+
+def video_posters(run_dir: Path, videos: Mapping[str, str],
+                  infos: Mapping[str, VideoInfo] | None = None) -> dict[str, str]:
+    """Label -> ``data:`` URI of each video's poster frame (:func:`poster_jpeg`), for the
+    ``poster`` attribute of its ``<video>``; videos that cannot be decoded get none."""
+    out = {}
+    for label, rel in videos.items():
+        info = (infos or {}).get(label)
+        jpeg = poster_jpeg(Path(run_dir) / rel, info.n_frames if info is not None else None)
+        if jpeg is not None:
+            out[label] = "data:image/jpeg;base64," + base64.b64encode(jpeg).decode("ascii")
     return out

@@ -19,7 +19,7 @@ import numpy as np
 from robogen.reports.stats import DEFAULT_N_BOOT, bootstrap_mean_interval
 from robogen.rollout.safety import SAFETY_METRICS
 from robogen.serialization import Record
-from robogen.types import EpisodeResult
+from robogen.types import NOMINAL, EpisodeResult
 
 UNITS = {m.name: m.unit for m in SAFETY_METRICS}
 
@@ -225,6 +225,14 @@ SAFETY_NOTE = (
     "floor, walls, distractors; not the manipulated objects) at one step [N]; joint-limit "
     "and distractor-contact counts [env steps]; object dropped: share of episodes; action "
     "magnitude and jerk: norms of the policy's actions and their second differences.")
+
+
+def significant_change(s: SafetyStats) -> bool:
+    """Whether ``s`` belongs in view: nominal's own row (the reference means), or a
+    perturbed condition whose paired difference to nominal has an interval excluding 0."""
+    if s.condition == NOMINAL:
+        return True
+    return math.isfinite(s.diff) and (s.diff_low > 0 or s.diff_high < 0)
 
 
 def safety_table(stats: Sequence[SafetyStats], confidence: float

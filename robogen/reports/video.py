@@ -344,3 +344,43 @@ def decode_png(data: bytes) -> NDArray[np.uint8]:
     import imageio.v3 as iio
 
     return np.asarray(iio.imread(data, extension=".png"), dtype=np.uint8)[..., :3]
+
+
+def poster_jpeg(path: Path, n_frames: int | None = None, *, quality: int = 85) -> bytes | None:
+    """JPEG bytes of the last frame of the video at ``path`` (a ``<video poster>``).
+
+    The last frame of a failure video shows where the failed episode ended next to the
+    nominal one, so the page reads before anything is played.
+
+    Args:
+        path: An MP4 written by :func:`write_side_by_side`.
+        n_frames: Its frame count (:attr:`VideoInfo.n_frames`); None reads it from the file.
+        quality: JPEG quality, 1-95.
+
+    Returns:
+        ``(H, W, 3)`` frame as JPEG bytes, or None when the file cannot be decoded.
+    """
+    import imageio.v2 as iio2
+    import imageio.v3 as iio
+
+    try:
+        reader = iio2.get_reader(str(path), format="FFMPEG")  # pyright: ignore[reportUnknownMemberType]
+    except (OSError, ValueError, RuntimeError):
+        return None
+    try:
+        if n_frames is None:
+            meta = reader.get_meta_data()
+            n_frames = int(float(meta.get("duration", 0)) * float(meta.get("fps", 0)))
+        frame = None
+        for k in (max(n_frames - 1, 0), 0):
+            try:
+                frame = reader.get_data(k)
+                break
+            except (IndexError, OSError, ValueError, RuntimeError):
+                continue
+    finally:
+        reader.close()
+    if frame is None:
+        return None
+    rgb = np.asarray(frame, dtype=np.uint8)[..., :3]
+    return bytes(iio.imwrite("<bytes>", rgb, extension=".jpg", quality=quality))

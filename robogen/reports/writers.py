@@ -22,9 +22,14 @@ from urllib.parse import quote
 
 from robogen._atomic import write_atomic
 from robogen.errors import InvalidSpecError, RunDirError
-from robogen.reports.html_parts import CSS, NA, gap_ci, html_table, level_label
+from robogen.reports.html_parts import CSS, NA, folded_table, gap_ci, html_table, level_label
 from robogen.reports.plot_worker import draw_in_process
-from robogen.reports.provenance import policy_load_lines, run_facts, video_infos
+from robogen.reports.provenance import (
+    policy_load_lines,
+    run_facts,
+    video_infos,
+    video_posters,
+)
 from robogen.reports.records import (
     PLOT_FILES,
     REPORT_SCHEMA_VERSION,
@@ -34,7 +39,7 @@ from robogen.reports.records import (
     InteractionStats,
     Report,
 )
-from robogen.reports.safety import SAFETY_NOTE, safety_table
+from robogen.reports.safety import SAFETY_NOTE, safety_table, significant_change
 from robogen.reports.sequential_writers import header_fact, html_section, md_section
 from robogen.reports.sweep import BreakingPoint
 from robogen.reports.video import VideoInfo
@@ -97,7 +102,8 @@ def write_report(
     written["md"] = atomic_write_bytes(
         run_dir / REPORT_MD, render_markdown(report, videos=links, video_info=infos).encode()
     )
-    page = render_html(report, images=images, videos=links, video_info=infos)
+    page = render_html(report, images=images, videos=links, video_info=infos,
+                       posters=video_posters(run_dir, links, infos))
     written["html"] = atomic_write_bytes(run_dir / REPORT_HTML, page.encode())
     return written
 
@@ -306,6 +312,7 @@ def render_html(
     images: Mapping[str, bytes] | None = None,
     videos: Mapping[str, str] | None = None,
     video_info: Mapping[str, VideoInfo] | None = None,
+    posters: Mapping[str, str] | None = None,
 ) -> str:
     """The report as one self-contained HTML page.
 
@@ -314,6 +321,7 @@ def render_html(
         images: Plot key -> PNG bytes, embedded as ``data:`` URIs.
         videos: Label -> path relative to the run dir (linked, never embedded).
         video_info: Label -> how that video was composed (render size, scale, camera).
+        posters: Label -> ``data:`` URI of the video's poster frame (shown before it plays).
 
     Returns:
         The HTML text; it references no external resource.
@@ -425,7 +433,8 @@ def render_html(
     if report.safety:
         headers, rows = safety_table(report.safety, report.confidence)
         parts.append(f"<h2>Safety</h2><p class=\"note\">{e(SAFETY_NOTE.format(ci=ci))}</p>")
-        parts.append(html_table(headers, rows))
+        parts.append(folded_table(headers, rows, [significant_change(x) for x in report.safety],
+                                  "without a significant change from nominal"))
     notes = _grouped_notes(gaps)
     if notes:
         parts.append("<h2>Notes</h2><ul>")
@@ -461,7 +470,8 @@ def render_html(
                 else ""
             parts.append(
                 f'<li><a href="{href}">{e(label)}</a>{about}<br>'
-                f'<video controls preload="none" src="{href}"></video></li>'
+                f'<video controls preload="none"{_poster(label, posters)} src="{href}"></video>'
+                "</li>"
             )
         parts.append("</ul>")
     loaded = policy_load_lines(m)
@@ -519,6 +529,12 @@ def _video_links(run_dir: Path, videos: Mapping[str, str]) -> dict[str, str]:
             )
         out[str(label)] = path.as_posix()
     return out
+
+
+def _poster(label: str, posters: Mapping[str, str] | None) -> str:
+    """`` poster="data:..."`` for a ``<video>`` tag, or "" without a poster."""
+    uri = (posters or {}).get(label)
+    return f' poster="{html.escape(uri, quote=True)}"' if uri else ""
 
 
 def _grouped_notes(gaps: Sequence[AxisGap]) -> dict[tuple[str, str], list[str]]:

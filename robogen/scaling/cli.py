@@ -126,7 +126,11 @@ def scale_command(
     config = _guarded(build)
     _guarded(loop.validate, config)
     options = _guarded(loop.eval_backend, backend, workers, address)
-    with ProgressBars({"train": "steps"}) as bars:
+    with ProgressBars({"train": "steps", "fit": "curves"}) as bars:
+        bars.phase(f"robogen scale: {config.task}: collecting expert demonstrations for "
+                   f"{len(config.curves)} curves, then training and evaluating BC models ...")
+        bars.stage("eval", then=f"fitting {len(config.curves)} scaling curves ({config.n_boot} "
+                   "bootstrap refits each) ...")
         outcome = _guarded(loop.run_scale, config, out, backend=options, progress=bars)
     c = Console()
     for w in outcome.warnings:

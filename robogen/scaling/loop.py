@@ -100,7 +100,7 @@ NOT_A_SCALE_DIR = (
 
 Progress = Callable[[str, int, int], None]
 """``progress(stage, done, total)`` with stage ``collect`` (episodes), ``train`` (gradient
-steps of the current call) or ``eval`` (episodes)."""
+steps of the current call), ``eval`` (episodes) or ``fit`` (curves fitted)."""
 
 
 def default_bc_config(obs_mode: str = "state", **overrides: Any) -> BCConfig:
@@ -471,8 +471,14 @@ def run_scale(
         outcomes[(curve, x, s)] = evaluate_point(config, out, curve, x, s, backend=options,
                                                  progress=report)
 
-    curves = [fit_point_curve(config, curve, {(x, s): o for (c, x, s), o in outcomes.items()
-                                              if c == curve}) for curve in config.curves]
+    curves = []
+    for k, curve in enumerate(config.curves):
+        if progress:
+            progress("fit", k, len(config.curves))
+        curves.append(fit_point_curve(config, curve, {(x, s): o for (c, x, s), o
+                                                      in outcomes.items() if c == curve}))
+    if progress:
+        progress("fit", len(config.curves), len(config.curves))
     eps = store.episodes()
     expert = {f: {"episodes": int((eps.factor == f).sum()),
                   "successes": int((eps.success & (eps.factor == f)).sum())} for f in targets}

@@ -98,6 +98,24 @@ def test_same_policy_against_its_own_run_is_no_regression(
     assert load_check(tmp_path).verdict == "pass"
 
 
+def test_inconclusive_says_how_many_pairs_would_decide(baseline_run: Path, tmp_path: Path
+                                                       ) -> None:
+    """The same 48 episodes at the default margin 0.05 cannot pass (exit 0, inconclusive); the
+    terminal, check.md and check.json give the planning estimate: no discordant pair, so
+    ceil(19 z^2) pairs with z = z_{1 - 0.05 / 3} over the 3 tested conditions = 87."""
+    code, output = _check("--baseline", str(baseline_run), "--candidate", str(baseline_run),
+                          "--out", str(tmp_path))
+    assert code == 0, output
+    line = ("**Episodes to decide** (planning estimate, not a guarantee: episodes per run at "
+            "which the observed success rates would decide (normal approximation to the score "
+            "test at level alpha / 3, Holm's strictest step over 3 tested conditions); now 48): "
+            "nominal ~87 pairs; physics@1 ~87 pairs; embodiment@1 ~87 pairs.")
+    assert line in output and line in (tmp_path / "check.md").read_text()
+    result = load_check(tmp_path)
+    assert result.verdict == "inconclusive"
+    assert [c.episodes_to_decide for c in result.conditions] == [87, 87, 87]
+
+
 def test_baseline_from_another_task_is_exit_2(baseline_run: Path, tmp_path: Path) -> None:
     push = tmp_path / "push"
     _eval(push, "robogen/Push-v0", "expert:push", "physics,embodiment", 4)

@@ -13,12 +13,15 @@ import numpy as np
 import pytest
 
 from robogen.errors import InvalidSpecError, RunDirError
+from robogen.perturbations.base import AXES
 from robogen.reports import Report, build_report, load_report, write_report
+from robogen.reports.colors import AXIS_COLORS, COMBINED_COLOR, PALETTE, axis_color
 from robogen.reports.plot_worker import PlotWorker, draw_in_process
-from robogen.reports.plots import gap_chart_png
+from robogen.reports.plots import condition_chart_png, gap_chart_png
 from robogen.reports.video import (
     VideoInfo,
     grid_size,
+    poster_jpeg,
     read_video_info,
     write_grid_png,
     write_side_by_side,
@@ -209,6 +212,35 @@ def test_side_by_side_video(tmp_path: Path) -> None:
     assert np.abs(left - (255, 255, 0)).max() < 40 and np.abs(right - (0, 255, 0)).max() < 40
     with pytest.raises(InvalidSpecError, match="uint8"):
         write_side_by_side(tmp_path / "bad.mp4", nominal.astype(np.float32), perturbed)
+    # the poster is the last frame (where the failed episode ended), as JPEG
+    poster = iio3.imread(poster_jpeg(out, info.n_frames), extension=".jpg").astype(int)
+    assert poster.shape == (h, w, 3)
+    assert np.abs(poster[h // 2, w // 8] - (255, 255, 0)).max() < 40
+    assert np.abs(poster[h // 2, w // 2 + w // 8 + 10] - (0, 255, 0)).max() < 40
+    assert poster_jpeg(out) is not None and poster_jpeg(tmp_path / "missing.mp4") is None
+
+
+def _has_color(png: bytes, color: str) -> bool:
+    img = iio3.imread(png)[..., :3].reshape(-1, 3)
+    rgb = tuple(int(color[k:k + 2], 16) for k in (1, 3, 5))
+    return bool((np.abs(img.astype(int) - rgb).max(axis=1) <= 2).sum() > 50)
+
+
+def test_every_figure_draws_an_axis_in_its_own_colour(report: Report) -> None:
+    """physics is the same brown in every chart of every report, whatever its other axes."""
+    assert len(set(AXIS_COLORS.values())) == len(AXIS_COLORS)
+    assert axis_color("physics") == AXIS_COLORS["physics"] == "#8c564b"
+    assert axis_color("my_plugin_axis") == axis_color("my_plugin_axis") in PALETTE
+    assert axis_color("lighting+texture") == axis_color("combined") == COMBINED_COLOR
+    for png in (gap_chart_png(report), condition_chart_png(report)):
+        assert _has_color(png, AXIS_COLORS["physics"])
+        assert not _has_color(png, AXIS_COLORS["lighting"])  # not in this report
+
+
+def test_every_built_in_axis_has_a_colour_of_its_own() -> None:
+    built_in = {a for a in AXES.names() if AXES.module_of(a).startswith("robogen.perturbations")}
+    assert built_in <= set(AXIS_COLORS), built_in - set(AXIS_COLORS)
+    assert COMBINED_COLOR not in AXIS_COLORS.values()
 
 
 def test_grid_png(tmp_path: Path) -> None:

@@ -68,6 +68,14 @@ def test_scale_end_to_end_resumes_after_sigkill(tmp_path):
     res = runner.invoke(app, ["scale", *ARGS, "--out", str(out)])
     assert res.exit_code == 0, res.output
     assert "0 models trained, 5 reused" in res.output
+    flat = " ".join(ln.strip() for ln in res.output.splitlines())  # phases wrap at 80 columns
+    order = [flat.index("robogen scale: robogen/Reach-v0: collecting expert demonstrations for 2 "
+                        "curves, then training and evaluating BC models ..."),
+             flat.index("eval: 36/36 episodes in "),
+             flat.index("fitting 2 scaling curves (50 bootstrap refits each) ..."),
+             flat.index("fit: 0/2 curves in "), flat.index("fit: 2/2 curves in "),
+             flat.index("done: 0 models trained")]
+    assert order == sorted(order) and order[0] == 0, res.output  # every phase, the fit included
     after = _files(out)
     # nothing that existed was redone: same inode and mtime for checkpoints, parts and chunks
     assert {p: after[p] for p in before} == before
