@@ -365,7 +365,8 @@ def describe_vendors(environ: Mapping[str, str]) -> tuple[str, str]:
     libs = []
     for f in found:
         try:
-            libs.append(f"{Path(f).name} -> {json.loads(Path(f).read_text())['ICD']['library_path']}")
+            lib = json.loads(Path(f).read_text())["ICD"]["library_path"]
+            libs.append(f"{Path(f).name} -> {lib}")
         except (OSError, ValueError, KeyError, TypeError):
             libs.append(Path(f).name)
     nvidia = any("nvidia" in s.lower() for s in libs)
@@ -566,8 +567,9 @@ def gl_renderer() -> str:
     Raises:
         Exception: Whatever MuJoCo raises when no context can be made.
     """
-    import mujoco
+    import importlib
 
+    mujoco: Any = importlib.import_module("mujoco")  # compiled bindings ship no stubs
     model = mujoco.MjModel.from_xml_string("<mujoco><worldbody/></mujoco>")
     ctx = mujoco.GLContext(8, 8)
     ctx.make_current()

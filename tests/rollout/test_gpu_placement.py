@@ -210,8 +210,8 @@ def test_hardware_summary() -> None:
 
 
 def test_placement_round_trips_through_json() -> None:
-    p = WorkerPlacement("w", "n", "h", 3, gpu_share=0.5, user_set=("XLA_PYTHON_CLIENT_PREALLOCATE",),
-                        gl_renderer="x")
+    p = WorkerPlacement("w", "n", "h", 3, gpu_share=0.5,
+                        user_set=("XLA_PYTHON_CLIENT_PREALLOCATE",), gl_renderer="x")
     assert WorkerPlacement.from_dict(json.loads(json.dumps(p.to_dict()))) == p
 
 
