@@ -139,7 +139,12 @@ class EvalConfig(BaseModel):
     workers: int | None = Field(
         None, description="Ray workers; default: the free CPUs of the cluster.", ge=1)
     address: str | None = Field(None, description="Address of an existing Ray cluster.")
-    num_gpus_per_worker: float = Field(0.0, description="GPUs per Ray worker.", ge=0)
+    num_gpus_per_worker: float | Literal["auto"] = Field(
+        0.0, description="GPUs per Ray worker (a fraction shares a GPU); 'auto': the cluster's "
+        "GPUs split evenly over the workers, none without GPUs.")
+    render_device: Literal["auto", "gpu", "cpu"] = Field(
+        "auto", description="Where workers render: 'auto' on their GPU when they hold one, "
+        "'gpu' (rendering on a CPU rasterizer is a set-up error), 'cpu' (Mesa).")
     unit_timeout: float | None = Field(
         None, description="Wall-clock budget of one work unit [s]; default: derived from its "
         "steps (60 s + 0.2 s per episode step).", gt=0)
@@ -155,6 +160,19 @@ class EvalConfig(BaseModel):
         False, description="Record safety metrics per episode (robogen.rollout.safety: peak "
         "contact force on the scene, joint-limit steps, drops, distractor contacts, action "
         "magnitude and jerk), reported per condition with paired differences.")
+
+    @field_validator("num_gpus_per_worker", mode="before")
+    @classmethod
+    def _gpu_share(cls, v: Any) -> Any:
+        if isinstance(v, str) and v.strip().lower() == "auto":
+            return "auto"
+        try:
+            share = float(v)
+        except (TypeError, ValueError):
+            raise ValueError(f"must be a number >= 0 or 'auto', got {v!r}") from None
+        if not share >= 0:
+            raise ValueError(f"must be a number >= 0 or 'auto', got {v!r}")
+        return share
 
     @field_validator("success_threshold")
     @classmethod

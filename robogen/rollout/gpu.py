@@ -32,7 +32,7 @@ import json
 import os
 import shutil
 import subprocess
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
@@ -58,6 +58,9 @@ SOFTWARE_RENDERERS = ("llvmpipe", "softpipe", "swiftshader", "software rasterize
 DEFAULT_VENDOR_DIRS = ("/etc/glvnd/egl_vendor.d", "/usr/share/glvnd/egl_vendor.d")
 JAX_MEMORY_VARS = ("XLA_PYTHON_CLIENT_MEM_FRACTION", "XLA_PYTHON_CLIENT_PREALLOCATE",
                    "XLA_PYTHON_CLIENT_ALLOCATOR")
+
+WORKERS = "workers.jsonl"
+"""Per run directory: one :class:`WorkerPlacement` per worker start, as JSON lines."""
 
 SOFTWARE_RENDERING = (
     "worker {worker} holds a GPU share ({share:g}) but renders on the CPU: OpenGL renderer "
@@ -313,6 +316,14 @@ def resolve_gpu_share(requested: float | str, cluster_gpus: float, workers: int)
     if not requested >= 0:
         raise ValueError(f"--num-gpus-per-worker must be a number >= 0 or 'auto', got "
                          f"{requested!r}")
+    return float(requested)
+
+
+def fixed_share(requested: float | str) -> float:
+    """The share a request fixes before a cluster is known: the number, or 0 for ``auto``
+    (resolved by the Ray backend from the cluster's GPUs: :func:`resolve_gpu_share`)."""
+    if isinstance(requested, str):
+        return 0.0 if requested.strip().lower() == "auto" else float(requested)
     return float(requested)
 
 
@@ -717,3 +728,30 @@ def hardware_summary(placements: Sequence[WorkerPlacement]) -> str:
     else:
         render = f", {sum(seen)} of {len(seen)} rendering on the GPU"
     return who + where + render
+
+
+PlacementSink = Callable[[WorkerPlacement], None]
+
+
+def append_placement(run_dir: str | Path, record: WorkerPlacement) -> None:
+    """Append ``record`` as one JSON line to ``run_dir/workers.jsonl`` (flushed at once)."""
+    with open(Path(run_dir) / WORKERS, "a", encoding="utf-8") as f:
+        f.write(json.dumps(record.to_dict(), sort_keys=True) + "\n")
+        f.flush()
+
+
+def read_placements(run_dir: str | Path) -> list[WorkerPlacement]:
+    """The placements of ``run_dir/workers.jsonl``, the latest per worker (a resumed run's
+    workers come after the first run's), oldest first; unreadable lines are skipped."""
+    path = Path(run_dir) / WORKERS
+    if not path.is_file():
+        return []
+    latest: dict[str, WorkerPlacement] = {}
+    for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            p = WorkerPlacement.from_dict(json.loads(line))
+        except (ValueError, TypeError):
+            continue
+        latest.pop(p.worker, None)
+        latest[p.worker] = p
+    return list(latest.values())
