@@ -130,7 +130,14 @@ class Backend(Protocol):
     """
 
     fault_sink: FaultSink | None
-    placement_sink: PlacementSink | None
+
+    @property
+    def placement_sink(self) -> PlacementSink | None:
+        """Receives each worker's placement as it starts."""
+        ...
+
+    @placement_sink.setter
+    def placement_sink(self, sink: PlacementSink | None) -> None: ...
 
     def start(self) -> None:
         """Start the workers now, so set-up errors surface before anything is stored.

@@ -440,7 +440,7 @@ class RayBackend(_Emitter):
         ray = _ray()
         opts = self.options
         total, free = ray.cluster_resources(), ray.available_resources()
-        gpus = opts.num_gpus_per_worker
+        gpus = fixed_share(opts.num_gpus_per_worker)
         if gpus > 0 and float(total.get("GPU", 0.0)) < gpus:
             raise WorkerSetupError(NO_GPUS.format(want=gpus, have=float(total.get("GPU", 0.0))))
         fit = math.floor(float(free.get("CPU", 0.0)) + 1e-9) + adopted
@@ -478,7 +478,7 @@ class RayBackend(_Emitter):
             self.manifest, self.options.unit_timeout_s), self.options.num_gpus_per_worker,
             self.options.render_device)
         actor = _Actor(handle, _actor_name(handle), time.monotonic(), index=index,
-                       gpus=self.options.num_gpus_per_worker)
+                       gpus=fixed_share(self.options.num_gpus_per_worker))
         actor.ping = handle.ping.remote()
         self.starting[actor.ping] = actor
 
@@ -513,7 +513,7 @@ class RayBackend(_Emitter):
         self._actor_cls = ray.remote(num_cpus=1, num_gpus=opts.num_gpus_per_worker,
                                      max_restarts=0)(_WorkerActor)
         deadline = time.monotonic() + opts.startup_timeout_s
-        adopted = _take_parked(opts.num_gpus_per_worker)
+        adopted = _take_parked(fixed_share(opts.num_gpus_per_worker))
         # they hold their resources: see which are alive, then size; each keeps its index
         for actor in sorted(adopted, key=lambda a: a.index):
             self._adopt(actor)
