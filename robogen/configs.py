@@ -114,6 +114,17 @@ def _episodes_text(text: str, flag: str) -> int | str:
 _AUTO = "With --episodes auto: "
 
 
+def _gpu_share_text(text: str, flag: str) -> float | str:
+    """``--num-gpus-per-worker``: a number >= 0, or ``auto`` (checked by the field)."""
+    v = text.strip()
+    if v.lower() == "auto":
+        return "auto"
+    try:
+        return float(v)
+    except ValueError:
+        raise InvalidSpecError(f"{flag} must be a number >= 0 or 'auto', got {text!r}") from None
+
+
 class EvalConfig(BaseModel):
     """An evaluation request.
 
@@ -181,7 +192,12 @@ class EvalConfig(BaseModel):
         "Ray workers (default: the free CPUs of the cluster).", resume=True)] = Field(
         None, ge=1)
     address: Annotated[str | None, Opt("Existing Ray cluster address.", resume=True)] = None
-    num_gpus_per_worker: Annotated[float, Opt("GPUs per Ray worker.")] = Field(0.0, ge=0)
+    num_gpus_per_worker: Annotated[float | Literal["auto"], Opt(
+        "GPUs per Ray worker (a fraction shares a GPU); 'auto': the cluster's GPUs split "
+        "evenly over the workers, none without GPUs.", parse=_gpu_share_text)] = 0.0
+    render_device: Annotated[Literal["auto", "gpu", "cpu"], Opt(
+        "Where workers render: auto (on their GPU when they hold one) | gpu (rendering on a "
+        "CPU rasterizer is a set-up error) | cpu (Mesa, on purpose).")] = "auto"
     unit_timeout: Annotated[float | None, Opt(
         "Wall-clock budget per work unit [s] (default: 60 s + 0.2 s per episode step); a "
         "unit past it is retried once, then recorded as infra_timeout.", resume=True)] = Field(
@@ -200,6 +216,19 @@ class EvalConfig(BaseModel):
         "Record and report safety metrics per condition (peak contact force, joint limits, "
         "drops, distractor contacts, action magnitude and jerk), with paired differences.",
         decls=("--safety",))] = False
+
+    @field_validator("num_gpus_per_worker", mode="before")
+    @classmethod
+    def _gpu_share(cls, v: Any) -> Any:
+        if isinstance(v, str) and v.strip().lower() == "auto":
+            return "auto"
+        try:
+            share = float(v)
+        except (TypeError, ValueError):
+            raise ValueError(f"must be a number >= 0 or 'auto', got {v!r}") from None
+        if not share >= 0:
+            raise ValueError(f"must be a number >= 0 or 'auto', got {v!r}")
+        return share
 
     @field_validator("success_threshold")
     @classmethod

@@ -47,7 +47,8 @@ if TYPE_CHECKING:
 
 ProgressFn = Callable[[int, int], None]
 
-EXECUTION_FIELDS = ("backend", "workers", "address", "num_gpus_per_worker", "unit_timeout")
+EXECUTION_FIELDS = ("backend", "workers", "address", "num_gpus_per_worker", "render_device",
+                    "unit_timeout")
 """Spec fields that say how to run, not what to run; always taken from ``--spec``."""
 _IGNORED_SPEC_FIELDS = ("policy", "vecnormalize", "out", "videos", "batch_size")
 

@@ -70,6 +70,7 @@ def build_report(
     bootstrap_seed: int | None = None,
     created: str | None = None,
     faults: Sequence[FaultRecord] = (),
+    hardware: str = "",
 ) -> Report:
     """Summarize episode results into a :class:`Report`.
 
@@ -95,6 +96,7 @@ def build_report(
         bootstrap_seed: Resampling seed; None uses ``manifest.seed``.
         created: Creation timestamp to record; None uses the current UTC time.
         faults: Worker losses and retries of the run, listed in the report.
+        hardware: Where the workers ran (one line for the header; ``""``: unrecorded).
 
     Returns:
         The report.
@@ -159,6 +161,7 @@ def build_report(
         errors=_errors(results),
         breaking_points=_breaking_points(paired, _unobserved_axes(singles)),
         faults=tuple(faults),
+        hardware=hardware,
         sequential=seq,
         safety=safety_stats(
             {c.name: [r for r in by_cond[c.name] if not is_invalid(r)]

@@ -23,6 +23,7 @@ from robogen.reports.plot_worker import PlotWorker
 from robogen.reports.sequential import sequential_planner
 from robogen.reports.writers import write_report
 from robogen.rollout.faults import load_faults
+from robogen.rollout.gpu import hardware_summary, read_placements
 from robogen.rollout.replay import existing_videos
 from robogen.rollout.runner import (
     ProgressFn,
@@ -124,7 +125,8 @@ def finish_report(
     m = store.manifest
     kinds = {a: AXES.get(a).kind for a in m.axes if a in AXES}
     report = build_report(results, m, policy_obs_mode=m.policy_obs_mode, axis_kinds=kinds,
-                          faults=load_faults(store.run_dir))
+                          faults=load_faults(store.run_dir),
+                          hardware=hardware_summary(read_placements(store.run_dir)))
     video_files: dict[str, str] = dict(keep_videos or {})
     if videos > 0:
         from robogen.reports.failure_videos import film_failures

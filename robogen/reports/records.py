@@ -237,6 +237,9 @@ class Report(Record):
         safety: Safety metrics per condition with paired differences to nominal
             (:class:`robogen.reports.safety.SafetyStats`); empty unless the run recorded
             them (``robogen eval --safety``).
+        hardware: Where the workers ran (``"8 workers on 1x NVIDIA H200, rendering on the
+            GPU"``; :func:`robogen.rollout.gpu.hardware_summary` of ``workers.jsonl``);
+            ``""`` when unrecorded.
     """
 
     schema_version: int
@@ -257,6 +260,7 @@ class Report(Record):
     faults: tuple[FaultRecord, ...] = ()
     sequential: SequentialSummary | None = None
     safety: tuple[SafetyStats, ...] = ()
+    hardware: str = ""
 
     def condition(self, name: str) -> ConditionStats:
         """Stats of the condition called ``name`` (KeyError if absent)."""

@@ -274,6 +274,8 @@ def _header_line(report: Report, *, html_out: bool = False) -> str:
     versions = ", ".join(f"{k} {v}" for k, v in m.versions.items() if k in ("robogen", "mujoco"))
     if versions:
         parts.append(esc(versions))
+    if report.hardware:
+        parts.append(esc(report.hardware))
     return " · ".join(parts)
 
 

@@ -30,6 +30,7 @@ from typing import Any, Literal, Protocol
 
 from robogen.errors import InvalidSpecError, RobogenError
 from robogen.rollout.faults import FaultRecord, FaultSink
+from robogen.rollout.gpu import RENDER_DEVICES, PlacementSink, WorkerPlacement
 from robogen.types import EpisodeResult, EvalManifest, WorkUnit
 
 OnUnit = Callable[[WorkUnit, list[EpisodeResult]], None]
@@ -83,20 +84,29 @@ class BackendOptions:
         kind: ``ray`` or ``serial``.
         workers: Ray actors wanted; None: the CPUs the cluster has free.
         address: Address of an existing Ray cluster; None starts an embedded one.
-        num_gpus_per_worker: GPUs each Ray actor requests (policies then run on ``cuda``).
+        num_gpus_per_worker: GPUs each Ray actor requests (policies then run on ``cuda``);
+            ``"auto"``: the cluster's GPUs split evenly over the workers, none without GPUs
+            (:func:`robogen.rollout.gpu.resolve_gpu_share`; the serial backend takes 0).
         unit_timeout_s: Wall-clock budget of every unit [s]; None derives it from the
             unit's steps (:func:`unit_budget_s`).
         startup_timeout_s: How long a worker may take to start [s].
+        render_device: Where workers render: ``auto`` (on their GPU when they hold one),
+            ``gpu`` (a worker rendering on a CPU rasterizer is a set-up error) or ``cpu``
+            (Mesa, whatever the GPU share) (:mod:`robogen.rollout.gpu`).
     """
 
     kind: Literal["ray", "serial"] = "ray"
     workers: int | None = None
     address: str | None = None
-    num_gpus_per_worker: float = 0.0
+    num_gpus_per_worker: float | str = 0.0
     unit_timeout_s: float | None = None
     startup_timeout_s: float = DEFAULT_STARTUP_TIMEOUT_S
+    render_device: str = "auto"
 
     def __post_init__(self) -> None:
+        if self.render_device not in RENDER_DEVICES:
+            raise InvalidSpecError(f"--render-device must be one of {', '.join(RENDER_DEVICES)}, "
+                                   f"got {self.render_device!r}")
         if self.kind not in ("ray", "serial"):
             raise InvalidSpecError(f"backend must be 'ray' or 'serial', got {self.kind!r}")
         if self.unit_timeout_s is not None and not self.unit_timeout_s > 0:
@@ -115,10 +125,19 @@ class WorkerSetupError(RobogenError, RuntimeError):
 class Backend(Protocol):
     """Runs work units of one manifest and reports each finished unit.
 
-    ``fault_sink`` (an attribute) receives every worker loss and unit retry.
+    ``fault_sink`` (an attribute) receives every worker loss and unit retry;
+    ``placement_sink`` each worker's placement (node, GPU, EGL device, renderer) as it starts.
     """
 
     fault_sink: FaultSink | None
+
+    @property
+    def placement_sink(self) -> PlacementSink | None:
+        """Receives each worker's placement as it starts."""
+        ...
+
+    @placement_sink.setter
+    def placement_sink(self, sink: PlacementSink | None) -> None: ...
 
     def start(self) -> None:
         """Start the workers now, so set-up errors surface before anything is stored.
@@ -161,11 +180,34 @@ DIED = "worker {worker} died running this unit ({attempts} attempts): {error}"
 
 
 class _Emitter:
-    """Buffers fault records until a sink is attached, then forwards them."""
+    """Buffers fault and placement records until a sink is attached, then forwards them."""
 
     def __init__(self) -> None:
         self.fault_sink: FaultSink | None = None
+        self._placement_sink: PlacementSink | None = None
         self._pending: list[FaultRecord] = []
+        self._placements: list[WorkerPlacement] = []
+
+    @property
+    def placement_sink(self) -> PlacementSink | None:
+        """Receives each worker's placement; the ones recorded before it was attached (the
+        workers start before the run directory exists) are handed over on attaching."""
+        return self._placement_sink
+
+    @placement_sink.setter
+    def placement_sink(self, sink: PlacementSink | None) -> None:
+        self._placement_sink = sink
+        self._flush_placements()
+
+    def _placement(self, record: WorkerPlacement) -> None:
+        self._placements.append(record)
+        self._flush_placements()
+
+    def _flush_placements(self) -> None:
+        if self._placement_sink is not None:
+            for r in self._placements:
+                self._placement_sink(r)
+            self._placements.clear()
 
     def _fault(self, record: FaultRecord) -> None:
         self._pending.append(record)
@@ -180,6 +222,24 @@ CLOSE_JOIN_S = 30.0
 hung inside one step is left behind, as after a unit timeout)."""
 
 
+def _serial_placement(name: str, manifest: EvalManifest, render_device: str
+                      ) -> WorkerPlacement | None:
+    """The serial worker's placement (this process; its renderer when it renders pixels).
+    Never fails the run: the driver process chose its GL device before any worker existed."""
+    import socket
+
+    from robogen.rollout.gpu import finish_placement, prepare_worker
+
+    try:
+        placement = prepare_worker(0.0, render_device,  # type: ignore[arg-type]
+                                   worker=name, node=socket.gethostname())
+        if "pixels" in manifest.obs_mode:
+            placement = finish_placement(placement)
+    except Exception:  # noqa: BLE001 - a record, not a requirement
+        return None
+    return placement
+
+
 class _UnitThread:
     """A daemon thread that owns one :class:`EpisodeWorker` and runs units on it.
 
@@ -187,11 +247,13 @@ class _UnitThread:
     daemon it never keeps the process alive, and it touches nothing but its own worker.
     """
 
-    def __init__(self, manifest: EvalManifest, device: str, load_budget: float | None = None
-                 ) -> None:
+    def __init__(self, manifest: EvalManifest, device: str, load_budget: float | None = None,
+                 render_device: str = "auto") -> None:
         self._jobs: queue.SimpleQueue[tuple[WorkUnit | None, float | None, Future[Any]]] = (
             queue.SimpleQueue())
         self._ready: Future[None] = Future()
+        self._render_device = render_device
+        self.placement: WorkerPlacement | None = None
         self._abort = threading.Event()  # the worker's: stops its unit between two steps
         self.name = f"serial:{os.getpid()}"
         self._thread = threading.Thread(target=self._main, args=(manifest, device, load_budget),
@@ -208,6 +270,7 @@ class _UnitThread:
             self._ready.set_exception(e)
             return
         worker.abort = self._abort
+        self.placement = _serial_placement(self.name, manifest, self._render_device)
         self._ready.set_result(None)
         try:
             while True:
@@ -272,7 +335,8 @@ class SerialBackend(_Emitter):
         if self._worker is not None:
             return
         worker = _UnitThread(self.manifest, self._device,
-                             load_budget_s(self.manifest, self.options.unit_timeout_s))
+                             load_budget_s(self.manifest, self.options.unit_timeout_s),
+                             self.options.render_device)
         try:
             worker.wait_ready(self.options.startup_timeout_s)
         except FutureTimeout:
@@ -280,6 +344,8 @@ class SerialBackend(_Emitter):
                 f"the serial worker did not finish loading the policy and envs within "
                 f"{self.options.startup_timeout_s:g} s") from None
         self._worker = worker
+        if worker.placement is not None:
+            self._placement(worker.placement)
 
     def run(self, units: Sequence[WorkUnit], on_unit: OnUnit) -> None:
         """Run ``units`` in order (see :class:`SerialBackend`).

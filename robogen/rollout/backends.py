@@ -17,6 +17,7 @@ from contextlib import AbstractContextManager
 from typing import Any
 
 from robogen.rollout.backend import Backend, BackendOptions, SerialBackend
+from robogen.rollout.gpu import fixed_share
 from robogen.types import EvalManifest
 
 
@@ -31,7 +32,7 @@ def make_backend(manifest: EvalManifest, options: BackendOptions, *,
         keep_cluster: Leave a Ray cluster this backend started running on close (several
             backends of one process share it).
     """
-    device = "cuda" if options.num_gpus_per_worker > 0 else "cpu"
+    device = "cuda" if fixed_share(options.num_gpus_per_worker) > 0 else "cpu"
     if options.kind == "serial":
         return SerialBackend(manifest, options, device=device)
     from robogen.rollout.ray_backend import RayBackend

@@ -507,7 +507,8 @@ def to_config(
             ``vecnormalize`` (then ``vecnormalize`` is ignored).
         vecnormalize: VecNormalize statistics of ``policy``.
         **overrides: Further config fields: how to run (``backend``, ``workers``,
-            ``address``, ``num_gpus_per_worker``, ``unit_timeout``), ``out``, ``videos``.
+            ``address``, ``num_gpus_per_worker``, ``render_device``, ``unit_timeout``), ``out``,
+            ``videos``.
 
     Raises:
         InvalidSpecError: If an override is not a valid config value.

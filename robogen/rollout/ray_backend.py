@@ -39,7 +39,7 @@ import traceback
 import warnings
 from collections import OrderedDict, deque
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -58,6 +58,7 @@ from robogen.rollout.backend import (
     unit_budget_s,
 )
 from robogen.rollout.faults import FaultRecord
+from robogen.rollout.gpu import WorkerPlacement, fixed_share, resolve_gpu_share
 from robogen.types import EpisodeResult, EvalManifest, WorkUnit, to_dict
 
 _XLA_CPU_ONE_THREAD = "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"
@@ -149,14 +150,24 @@ class _WorkerActor:
     """
 
     def __init__(self, manifest: dict[str, Any], device: str, worker_index: int = 0,
-                 load_budget_s: float | None = None) -> None:
+                 load_budget_s: float | None = None, gpu_share: float = 0.0,
+                 render_device: str = "auto") -> None:
         self._device = device
         self._load_budget_s = load_budget_s
         self._workers: OrderedDict[tuple[str, int], Any] = OrderedDict()
         self._worker: Any = None
         self._error: str | None = None
         self._plugin: str | None = None
+        self._placement: dict[str, Any] | None = None
         try:
+            import ray
+
+            from robogen.rollout.gpu import prepare_worker
+
+            # before any framework or MuJoCo context exists in this process
+            placement = prepare_worker(gpu_share, render_device,  # type: ignore[arg-type]
+                                       worker=f"pid:{os.getpid()}",
+                                       node=ray.get_runtime_context().get_node_id())
             import robogen._gl  # noqa: F401
             from robogen._console import route_mujoco_warnings
 
@@ -165,6 +176,20 @@ class _WorkerActor:
             self._error = _describe(e)
             return
         self.load(manifest, worker_index)
+        if self._error is None:
+            self._finish_placement(placement, manifest)
+
+    def _finish_placement(self, placement: Any, manifest: dict[str, Any]) -> None:
+        """Record the OpenGL renderer of a worker that renders (pixels, or a GPU share) and
+        refuse a GPU worker that renders on the CPU."""
+        from robogen.rollout.gpu import finish_placement
+
+        try:
+            if placement.gpu_share > 0 or "pixels" in str(manifest.get("obs_mode", "")):
+                placement = finish_placement(placement)
+        except Exception as e:  # noqa: BLE001 - reported to the driver as a set-up error
+            self._error = _describe(e)
+        self._placement = placement.to_dict()
 
     def _worker_of(self, manifest: dict[str, Any], worker_index: int) -> Any:
         from robogen.rollout.worker import EpisodeWorker
@@ -202,7 +227,7 @@ class _WorkerActor:
         import ray
 
         return {"node": ray.get_runtime_context().get_node_id(), "pid": os.getpid(),
-                "error": self._error, "plugin": self._plugin}
+                "error": self._error, "plugin": self._plugin, "placement": self._placement}
 
     def run_unit(self, unit: dict[str, Any], budget_s: float | None = None
                  ) -> list[dict[str, Any]]:
@@ -396,7 +421,7 @@ class RayBackend(_Emitter):
         self._max_workers = max_workers
         self._shutdown = shutdown
         self._started_here = False
-        self._device = "cuda" if self.options.num_gpus_per_worker > 0 else "cpu"
+        self._device = "cuda" if fixed_share(self.options.num_gpus_per_worker) > 0 else "cpu"
         self._mdict = to_dict(manifest)
         self._actor_cls: Any = None
         self.size = 0
@@ -415,7 +440,7 @@ class RayBackend(_Emitter):
         ray = _ray()
         opts = self.options
         total, free = ray.cluster_resources(), ray.available_resources()
-        gpus = opts.num_gpus_per_worker
+        gpus = fixed_share(opts.num_gpus_per_worker)
         if gpus > 0 and float(total.get("GPU", 0.0)) < gpus:
             raise WorkerSetupError(NO_GPUS.format(want=gpus, have=float(total.get("GPU", 0.0))))
         fit = math.floor(float(free.get("CPU", 0.0)) + 1e-9) + adopted
@@ -450,9 +475,10 @@ class RayBackend(_Emitter):
         """Start an actor."""
         index = self._take_index()
         handle = self._actor_cls.remote(self._mdict, self._device, index, load_budget_s(
-            self.manifest, self.options.unit_timeout_s))
+            self.manifest, self.options.unit_timeout_s), self.options.num_gpus_per_worker,
+            self.options.render_device)
         actor = _Actor(handle, _actor_name(handle), time.monotonic(), index=index,
-                       gpus=self.options.num_gpus_per_worker)
+                       gpus=fixed_share(self.options.num_gpus_per_worker))
         actor.ping = handle.ping.remote()
         self.starting[actor.ping] = actor
 
@@ -483,10 +509,11 @@ class RayBackend(_Emitter):
         embedded = cluster_address(opts.address) is None
         init_ray(opts.address,
                  num_cpus=max(opts.workers or 0, os.cpu_count() or 1) if embedded else None)
+        opts = self.options = self._resolve_share(opts)
         self._actor_cls = ray.remote(num_cpus=1, num_gpus=opts.num_gpus_per_worker,
                                      max_restarts=0)(_WorkerActor)
         deadline = time.monotonic() + opts.startup_timeout_s
-        adopted = _take_parked(opts.num_gpus_per_worker)
+        adopted = _take_parked(fixed_share(opts.num_gpus_per_worker))
         # they hold their resources: see which are alive, then size; each keeps its index
         for actor in sorted(adopted, key=lambda a: a.index):
             self._adopt(actor)
@@ -500,6 +527,21 @@ class RayBackend(_Emitter):
         self._settle(deadline)
         if not self.idle:
             raise WorkerSetupError(NO_WORKER.format(timeout=opts.startup_timeout_s, n="all"))
+
+    def _resolve_share(self, opts: BackendOptions) -> BackendOptions:
+        """``--num-gpus-per-worker auto``: the cluster's GPUs over the workers that will run
+        (none when it has none); a number stays as it is."""
+        if not isinstance(opts.num_gpus_per_worker, str):
+            return opts
+        ray = _ray()
+        gpus = float(ray.cluster_resources().get("GPU", 0.0))
+        workers = opts.workers or max(1, math.floor(
+            float(ray.available_resources().get("CPU", 1.0)) + 1e-9))
+        if self._max_workers is not None:
+            workers = min(workers, max(1, self._max_workers))
+        share = resolve_gpu_share(opts.num_gpus_per_worker, gpus, workers)
+        self._device = "cuda" if share > 0 else "cpu"
+        return replace(opts, num_gpus_per_worker=share)
 
     def _settle(self, deadline: float) -> None:
         """Wait for the starting actors until ``deadline``; drop the ones still starting."""
@@ -536,6 +578,9 @@ class RayBackend(_Emitter):
             self._note_lost_nodes()
             return
         actor.node, actor.pid = str(info["node"]), int(info["pid"])
+        if info.get("placement"):
+            placement = WorkerPlacement.from_dict(info["placement"])
+            self._placement(replace(placement, worker=actor.name))
         if info["error"]:
             self._kill(actor)
             node = actor.node[:12] or "?"

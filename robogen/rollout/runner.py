@@ -26,6 +26,7 @@ from robogen.errors import InvalidSpecError
 from robogen.plugins import import_plugins
 from robogen.rollout.backend import Backend, BackendOptions
 from robogen.rollout.backends import make_backend
+from robogen.rollout.gpu import fixed_share
 from robogen.rollout.lock import RunDirLock
 from robogen.rollout.manifest import build_manifest, require_schema, with_hash
 from robogen.rollout.plan import make_units
@@ -102,7 +103,7 @@ def prepare(cfg: EvalConfig) -> EvalManifest:
         cfg.obs_mode,
         cfg.vecnormalize,
         env,
-        "cuda" if cfg.num_gpus_per_worker > 0 else "cpu",
+        "cuda" if fixed_share(cfg.num_gpus_per_worker) > 0 else "cpu",
     )
     policy = load_policy(cfg.policy, ctx)
     try:
@@ -190,7 +191,7 @@ def backend_options(cfg: EvalConfig) -> BackendOptions:
     """The :class:`BackendOptions` of an evaluation config."""
     return BackendOptions(kind=cfg.backend, workers=cfg.workers, address=cfg.address,
                           num_gpus_per_worker=cfg.num_gpus_per_worker,
-                          unit_timeout_s=cfg.unit_timeout)
+                          unit_timeout_s=cfg.unit_timeout, render_device=cfg.render_device)
 
 
 def run_session(store: ResultStore, options: BackendOptions,
@@ -431,8 +432,9 @@ def _resume_locked(store: ResultStore, options: ResumeOptions, progress: Progres
         unit_timeout = saved.get("unit_timeout")
     run_options = BackendOptions(kind=options.backend,  # type: ignore[arg-type]  # checked there
                                  workers=options.workers, address=options.address,
-                                 num_gpus_per_worker=float(saved.get("num_gpus_per_worker", 0.0)),
-                                 unit_timeout_s=unit_timeout)
+                                 num_gpus_per_worker=saved.get("num_gpus_per_worker", 0.0),
+                                 unit_timeout_s=unit_timeout,
+                                 render_device=saved.get("render_device", "auto"))
     _require_planner(store.manifest, make_planner, str(run_dir))
     rerun = (store.units_with_causes(RETRIED_ON_RESUME) if options.retry_invalid
              else frozenset[int]())

@@ -4,7 +4,8 @@
 ``robogen scale`` all run their episodes through :class:`EvalSession`: plan the
 manifest's units, skip those with a stored part, run the rest on a
 :class:`~robogen.rollout.backend.Backend`, write each finished unit atomically, and append
-every worker loss or retry to ``faults.jsonl``.
+every worker loss or retry to ``faults.jsonl`` and every worker's placement (node, GPU,
+EGL device, OpenGL renderer) to ``workers.jsonl``.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from types import TracebackType
 
 from robogen.rollout.backend import Backend
 from robogen.rollout.faults import FaultRecord, append_fault
+from robogen.rollout.gpu import WorkerPlacement, append_placement
 from robogen.rollout.plan import make_units
 from robogen.rollout.store import ResultStore
 from robogen.types import EpisodeResult, WorkUnit
@@ -33,9 +35,13 @@ class EvalSession:
         self.store = store
         self.backend = backend
         backend.fault_sink = self._record_fault
+        backend.placement_sink = self._record_placement
 
     def _record_fault(self, record: FaultRecord) -> None:
         append_fault(self.store.run_dir, record)
+
+    def _record_placement(self, record: WorkerPlacement) -> None:
+        append_placement(self.store.run_dir, record)
 
     def units(self) -> tuple[WorkUnit, ...]:
         """Every unit of the manifest, in plan order."""

@@ -64,10 +64,12 @@ class LoopbackCluster:
                     pids.add(p.pid)
         return pids
 
-    def add_node(self, num_cpus: int = 1) -> int:
-        """Start a node (the first is the head); returns its raylet's PID."""
+    def add_node(self, num_cpus: int = 1, num_gpus: int = 0) -> int:
+        """Start a node (the first is the head); returns its raylet's PID. ``num_gpus``
+        declares GPUs Ray hands out (``CUDA_VISIBLE_DEVICES`` per actor) whether or not the
+        machine has them."""
         before = self._raylet_pids()
-        args = [RAY, "start", f"--num-cpus={num_cpus}", "--num-gpus=0",
+        args = [RAY, "start", f"--num-cpus={num_cpus}", f"--num-gpus={num_gpus}",
                 "--node-ip-address=127.0.0.1", f"--temp-dir={self.temp_dir}",
                 "--disable-usage-stats"]
         if not self.raylets:
