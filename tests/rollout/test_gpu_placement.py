@@ -227,3 +227,21 @@ def test_this_machines_egl_devices_and_renderer() -> None:
     assert gpu.is_software_renderer(renderer), renderer
     choice = choose_egl_device(devices, parse_cuda_visible_devices("0"))
     assert choice == EglChoice(None, choice.reason) and "reports a CUDA device" in choice.reason
+
+
+@pytest.mark.parametrize("flags, message", [
+    (["--num-gpus-per-worker", "most"], "--num-gpus-per-worker must be a number >= 0 or 'auto'"),
+    (["--num-gpus-per-worker", "-1"], "must be a number >= 0 or 'auto'"),
+    (["--render-device", "tpu"], "render_device"),
+], ids=["word", "negative", "device"])
+def test_cli_refuses_bad_gpu_options(flags: list[str], message: str, tmp_path) -> None:
+    from typer.testing import CliRunner
+
+    from robogen.cli import app
+
+    out = tmp_path / "run"
+    r = CliRunner().invoke(app, ["eval", "--env", "robogen/Reach-v0", "--policy", "expert:reach",
+                                 "--out", str(out), *flags])
+    assert r.exit_code == 2, r.output
+    assert message in " ".join(r.output.split())
+    assert not out.exists()
