@@ -83,15 +83,16 @@ written before they existed keeps its hash."""
 
 _VERSIONED_PACKAGES = ("robogen", "mujoco", "gymnasium", "stable-baselines3", "torch", "numpy",
                        "ray")
-_SUITE_PACKAGES = ("dm_control", "robosuite", "metaworld", "gymnasium-robotics")
-"""Optional suites, recorded only where installed (their physics differ between mujoco lines)."""
 
 
 def package_versions() -> dict[str, str]:
     """Installed versions of the packages that shape an episode (``"not installed"`` if absent;
     the optional suites dm_control, robosuite, metaworld and gymnasium-robotics only where
-    installed)."""
+    installed: the env families' :attr:`~robogen.envs.families.EnvFamily.package`, whose
+    physics differ between mujoco lines)."""
     from importlib.metadata import PackageNotFoundError, version
+
+    from robogen.envs.families import suite_packages
 
     out = {}
     for pkg in _VERSIONED_PACKAGES:
@@ -99,7 +100,7 @@ def package_versions() -> dict[str, str]:
             out[pkg] = version(pkg)
         except PackageNotFoundError:
             out[pkg] = "not installed"
-    for pkg in _SUITE_PACKAGES:
+    for pkg in suite_packages():
         try:
             out[pkg] = version(pkg)
         except PackageNotFoundError:

@@ -14,7 +14,8 @@ stacks wrappers:
   from; ``reward`` may be non-finite, the worker then ends the episode);
 * ``on_end(k, episode)``: once per returned episode after the unit; the mapping it
   returns gives :class:`~robogen.types.EpisodeResult` fields of the episode's record
-  (:data:`OBSERVED_FIELDS`: ``policy_latency_ms`` and the safety metrics).
+  (:data:`OBSERVED_FIELDS`: its optional fields, ``policy_latency_ms`` and the safety
+  metrics; a new metric of the episode table is a defaulted field there).
 
 A per-episode job is one module plus one registration::
 
@@ -134,12 +135,15 @@ ObserverFactory = Callable[[EvalManifest, Any], "EpisodeObserver | None"]
 OBSERVERS: Registry[ObserverFactory] = Registry("episode observer")
 """Registered observer factories (:func:`register_observer`), built in registration order."""
 
+WORKER_FIELDS = ("video_path",)
+"""Optional record fields an observer does not fill (failure videos set ``video_path``)."""
+
 OBSERVED_FIELDS: frozenset[str] = frozenset(
     f.name for f in dataclasses.fields(EpisodeResult)
-    if f.name in ("policy_latency_ms", "peak_contact_force_n", "joint_limit_steps",
-                  "object_dropped", "distractor_contact_steps", "action_magnitude",
-                  "action_jerk"))
-"""Record fields an observer may fill from ``on_end`` (the others are the worker's)."""
+    if f.default is not dataclasses.MISSING and f.name not in WORKER_FIELDS)
+"""Record fields an observer may fill from ``on_end``: every optional (defaulted)
+:class:`~robogen.types.EpisodeResult` field but :data:`WORKER_FIELDS` (``policy_latency_ms``,
+the safety metrics); the required ones are the worker's."""
 
 BAD_FIELD = ("episode observer {name!r} returned the record field {field!r} from on_end; "
              "an observer fills only {allowed}: return those, or keep other values on the "
