@@ -373,7 +373,7 @@ class DMControlEnv(SuiteScene):
         return self._physics.data.ptr
 
     @property
-    def capabilities(self) -> SceneCapabilities:  # type: ignore[override]
+    def capabilities(self) -> SceneCapabilities:
         """``step_checks_state`` with the suite's legacy step (every listed task): each step
         ends with ``mj_step1``, whose checks of ``qpos``/``qvel`` (and ``mj_step2``'s of
         ``qacc``) raise MuJoCo's bad-state warnings for a non-finite state, so robogen's

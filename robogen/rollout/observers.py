@@ -277,13 +277,24 @@ def _latency(manifest: EvalManifest, policy: Any) -> EpisodeObserver | None:
     return LatencyObserver(policy) if isinstance(policy, LatencyReporting) else None
 
 
+FrameHook = Callable[[int, Any], None]
+"""``hook(episode_index, env)``: a frame hook (videos)."""
+TransitionHook = Callable[[int, Any, np.ndarray, float], None]
+"""``hook(episode_index, obs, action, reward)``: a transition hook (demonstrations)."""
+
+
 class HookObserver(Observer):
     """The worker's caller-set hooks (``EpisodeWorker.frame_hook``, ``transition_hook``):
     frames for videos, transitions for demonstrations; runs after the registered observers."""
 
     def __init__(self) -> None:
-        self.frame_hook: Callable[[int, Any], None] | None = None
-        self.transition_hook: Callable[[int, Any, np.ndarray, float], None] | None = None
+        self.frame_hook: FrameHook | None = None
+        self.transition_hook: TransitionHook | None = None
+
+    @property
+    def hooked(self) -> bool:
+        """Whether a hook is set (else the worker leaves this observer out)."""
+        return self.frame_hook is not None or self.transition_hook is not None
 
     def on_reset(self, k: int, episode: EpisodeState, env: Any) -> None:
         """The reset frame (videos start with it)."""

@@ -13,7 +13,6 @@ import math
 import sys
 import threading
 import time
-from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -24,7 +23,9 @@ from robogen.errors import InfrastructureError, InfrastructureTimeoutError, Robo
 from robogen.rollout.observers import (
     EpisodeObserver,
     EpisodeState,
+    FrameHook,
     HookObserver,
+    TransitionHook,
     build_observers,
     end_fields,
 )
@@ -204,9 +205,7 @@ class EpisodeWorker:
         self._unit_aware: Any = None
         self._registered: list[tuple[str, EpisodeObserver]] = []
         self._hooks = HookObserver()
-        self._observers: list[tuple[str, EpisodeObserver]] = []
-        """The observers of every episode (:mod:`robogen.rollout.observers`): the registered
-        ones the run needs, then the caller's hooks when one is set."""
+        self._observers: list[tuple[str, EpisodeObserver]] = []  # registered, then hooks
         self._action_shape: tuple[int, ...] = tuple(
             getattr(self._envs[0].action_space, "shape", ()) or ()
         )
@@ -246,26 +245,24 @@ class EpisodeWorker:
         return True
 
     @property
-    def frame_hook(self) -> Callable[[int, Any], None] | None:
+    def frame_hook(self) -> FrameHook | None:
         """Called as ``frame_hook(episode_index, env)`` after the reset and after every step
-        (videos); None: not called."""
+        (videos); None: not called (:class:`~robogen.rollout.observers.HookObserver`)."""
         return self._hooks.frame_hook
 
     @frame_hook.setter
-    def frame_hook(self, hook: Callable[[int, Any], None] | None) -> None:
+    def frame_hook(self, hook: FrameHook | None) -> None:
         self._hooks.frame_hook = hook
         self._update_observers()
 
     @property
-    def transition_hook(self) -> Callable[[int, Any, np.ndarray, float], None] | None:
+    def transition_hook(self) -> TransitionHook | None:
         """Called as ``transition_hook(episode_index, obs, action, reward)`` for every step
-        taken (``obs`` is the observation the action was chosen from; demonstrations);
-        None: not called."""
+        taken (``obs``: the one the action was chosen from; demonstrations); None: not called."""
         return self._hooks.transition_hook
 
     @transition_hook.setter
-    def transition_hook(self, hook: Callable[[int, Any, np.ndarray, float], None] | None
-                        ) -> None:
+    def transition_hook(self, hook: TransitionHook | None) -> None:
         self._hooks.transition_hook = hook
         self._update_observers()
 
@@ -275,8 +272,8 @@ class EpisodeWorker:
         return tuple(o for _, o in self._observers)
 
     def _update_observers(self) -> None:
-        hooked = self._hooks.frame_hook is not None or self._hooks.transition_hook is not None
-        self._observers = [*self._registered, *([("hooks", self._hooks)] if hooked else [])]
+        self._observers = [*self._registered, *([("hooks", self._hooks)] if self._hooks.hooked
+                                                 else [])]
 
     def _attach(self) -> None:
         from robogen.envs.base import find_scene
@@ -364,8 +361,8 @@ class EpisodeWorker:
 
     def _unloaded(self, unit: WorkUnit) -> list[EpisodeResult]:
         """The unit's results when the policy could not be loaded (its infrastructure)."""
-        cause = self._load_cause
-        error = NO_POLICY.format(error=self.load_error, cause=cause)
+        cause, error = self._load_cause, NO_POLICY.format(error=self.load_error,
+                                                          cause=self._load_cause)
         return [unit_result(self.manifest, unit, i, episode_return=0.0, length_steps=0,
                             success=False, cause=cause, error=error, perturbations_json="[]",
                             changed_axes=(), wall_time_s=0.0)
@@ -373,18 +370,17 @@ class EpisodeWorker:
 
     def _rows(self, unit: WorkUnit, alone: int | None) -> list[int]:
         """The unit's env slots to run: all, or ``alone``'s (see :meth:`run_unit`)."""
+        episodes = unit.episode_indices
         if alone is None:
-            return list(range(len(unit.episode_indices)))
-        if alone in unit.episode_indices and self.can_run_alone():
-            return [unit.episode_indices.index(alone)]
+            return list(range(len(episodes)))
+        if alone in episodes and self.can_run_alone():
+            return [episodes.index(alone)]
         raise ValueError(f"cannot run episode {alone} of unit {unit.unit_id} (episodes "
-                         f"{list(unit.episode_indices)}) alone with policy "
-                         f"{self.manifest.policy!r}")
+                         f"{list(episodes)}) alone with policy {self.manifest.policy!r}")
 
     def _reset_envs(self, unit: WorkUnit, envs: dict[int, Any], slots: list[EpisodeState],
                     start: float) -> None:
-        """Reset every env of the unit, wait for the first frames, then tell the observers
-        of each episode whose reset succeeded."""
+        """Reset the unit's envs, wait for their first frames, tell the observers."""
         started = [k for k, env in envs.items() if self._reset_env(unit, env, slots[k], start)]
         self._resolve_frames(slots, range(len(slots)), start, setup=True)
         for _, observer in self._observers:
@@ -393,17 +389,11 @@ class EpisodeWorker:
 
     def _reset_env(self, unit: WorkUnit, env: Any, slot: EpisodeState, start: float) -> bool:
         """Reset ``env`` for ``slot``'s episode; False (the episode recorded) if it failed.
-
-        Raises:
-            RobogenError: A bad condition (a set-up error, not an episode outcome).
-        """
-        seed = self.manifest.seed
+        A bad condition (a :class:`RobogenError`) is a set-up error and propagates."""
         env.set_levels(unit.condition.levels)
+        pseed = perturbation_seed(self.manifest.seed, slot.episode_index)
         try:
-            slot.obs, info = env.reset(
-                seed=slot.seed,
-                options={"perturbation_seed": perturbation_seed(seed, slot.episode_index)},
-            )
+            slot.obs, info = env.reset(seed=slot.seed, options={"perturbation_seed": pseed})
         except InfrastructureError as e:  # e.g. no frame from the render thread
             self._finish(slot, start, cause=_error_cause(e), error=_short_error(e))
             return False
@@ -431,11 +421,8 @@ class EpisodeWorker:
 
     def _run_steps(self, unit: WorkUnit, envs: dict[int, Any], slots: list[EpisodeState],
                    start: float) -> None:
-        """Step the running episodes in lockstep until every one is done.
-
-        Raises:
-            UnitAborted: If :attr:`abort` is set between two steps.
-        """
+        """Step the running episodes in lockstep until every one is done (raises
+        :class:`UnitAborted` if :attr:`abort` is set between two steps)."""
         action_space = self._envs[0].action_space
         low, high = getattr(action_space, "low", None), getattr(action_space, "high", None)
         # With deferred frames and a policy that acts on any subset of slots, the batch
@@ -574,14 +561,8 @@ class EpisodeWorker:
                 self._finish(slot, start, cause="terminated" if terminated else "timeout")
 
     @staticmethod
-    def _finish(
-        slot: EpisodeState,
-        start: float,
-        *,
-        success: bool = False,
-        cause: str | None = None,
-        error: str | None = None,
-    ) -> None:
+    def _finish(slot: EpisodeState, start: float, *, success: bool = False,
+                cause: str | None = None, error: str | None = None) -> None:
         slot.done = True
         slot.success = success
         slot.cause = None if success else cause
