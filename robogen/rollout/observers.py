@@ -19,7 +19,7 @@ stacks wrappers:
 
 A per-episode job is one module plus one registration::
 
-    from robogen.rollout.observers import Observer, register_observer
+    from robogen.rollout import Observer, register_observer
 
     class StepCounter(Observer):
         def __init__(self) -> None:
