@@ -1,10 +1,11 @@
-"""Plug-ins: modules outside robogen that register an env family, an axis or a policy scheme.
+"""Plug-ins: modules outside robogen that register an env family, an axis, a policy scheme
+or an episode observer.
 
 A plug-in is an importable module whose import registers something
 (``register_env_family``, ``@register_axis``, ``@register_policy_scheme``,
-``register_gym_env``). Each registry records the module of every entry
+``register_gym_env``, ``@register_observer``). Each registry records the module of every entry
 (:meth:`robogen.registry.Registry.module_of`); a run's manifest lists the plug-in modules
-its env, policy and axes came from (``EvalManifest.plugins``, not hashed), and every
+its env, policy, axes and observers came from (``EvalManifest.plugins``, not hashed), and every
 worker imports them before it builds an env, on the serial backend and on every Ray
 node, so a plug-in that works serially works on a cluster too.
 
@@ -51,10 +52,10 @@ SCRIPT_RESUME = (
 )
 """Message when a run made by a script with its own registrations is resumed elsewhere."""
 SCRIPT_PLUGIN = (
-    "an env family, policy scheme or axis this run uses is registered by the script being "
-    "run (__main__), which a Ray worker cannot import: move the registration into a module "
-    "and load it with --plugin MODULE (from Python: import that module), or run with "
-    "--backend serial"
+    "an env family, policy scheme, axis or episode observer this run uses is registered by "
+    "the script being run (__main__), which a Ray worker cannot import: move the "
+    "registration into a module and load it with --plugin MODULE (from Python: import that "
+    "module), or run with --backend serial"
 )
 """Message when a Ray run uses an entry registered in ``__main__``."""
 ENTRY_POINT_FAILED = (

@@ -76,6 +76,10 @@ class Registry(Generic[T]):
         """Registered names, sorted."""
         return tuple(sorted(self._entries))
 
+    def items(self) -> tuple[tuple[str, T], ...]:
+        """``(name, entry)`` pairs in registration order."""
+        return tuple(self._entries.items())
+
     def __contains__(self, name: object) -> bool:
         return name in self._entries
 

@@ -27,7 +27,8 @@ from __future__ import annotations
 from typing import Any
 
 import robogen._gl  # noqa: F401  (choose MUJOCO_GL before mujoco is imported)
-from robogen.envs.base import MujocoScene, PoseDof, SceneRoles, find_scene
+from robogen.envs.base import MujocoScene, PoseDof, SceneCapabilities, SceneRoles, find_scene
+from robogen.envs.elements import descends_from, name_elements
 from robogen.envs.families import (
     ENV_FAMILIES,
     EnvFamily,
@@ -45,7 +46,8 @@ ROBOGEN_PREFIX = "robogen/"
 
 __all__ = [
     "ENV_FAMILIES", "EnvFamily", "EnvOptions", "MujocoScene", "PoseDof", "SceneRoles",
-    "SuiteMissingError", "find_scene", "list_env_ids", "make", "register_env_family",
+    "SceneCapabilities", "SuiteMissingError", "descends_from", "find_scene", "list_env_ids",
+    "make", "name_elements", "register_env_family",
 ]
 
 

@@ -97,6 +97,29 @@ class SceneRoles:
     keep_clear: tuple[str, ...] = ()
 
 
+@dataclass(frozen=True, slots=True)
+class SceneCapabilities:
+    """What a scene (an env family's env) declares about itself, as
+    :class:`~robogen.policies.base.PolicyCapabilities` does for a policy.
+
+    Attributes:
+        step_checks_state: True if every ``step`` ends with MuJoCo's own checks of the
+            state it returns (``mj_step1`` after the integration, as dm_control's legacy
+            step does), so that a non-finite ``qpos``/``qvel``/``qacc`` always shows as a
+            bad-state warning; :class:`~robogen.perturbations.wrapper.PerturbedEnv` then
+            skips its own finiteness check. Leave it False for an env that steps with
+            ``mj_step`` (the state it returns is checked only at the next step).
+        rebuildable_objects: True if the env's own code finds its manipulated objects
+            through their bodies, joints and sites only, never a geom by name or id, so
+            the ``object_shape`` axis may replace the geoms of ``roles.object_bodies[0]``
+            (built-in tasks, the Gymnasium and Fetch adapters). False: the axis reports
+            "not applied" (robosuite, Meta-World and dm_control refer to object geoms).
+    """
+
+    step_checks_state: bool = False
+    rebuildable_objects: bool = False
+
+
 @runtime_checkable
 class MujocoScene(Protocol):
     """What a perturbable env exposes (implemented by built-in tasks and adapters).
@@ -115,19 +138,8 @@ class MujocoScene(Protocol):
         render_lane: Render lane (thread and GL context, :mod:`robogen.envs.render`) that
             draws this env's frames (default 0; the rollout worker spreads a batch of envs
             over its lanes).
-
-    Optional attribute (read with ``getattr``, default False):
-        step_checks_state: True if every ``step`` ends with MuJoCo's own checks of the
-            state it returns (``mj_step1`` after the integration, as dm_control's legacy
-            step does), so that a non-finite ``qpos``/``qvel``/``qacc`` always shows as a
-            bad-state warning; :class:`~robogen.perturbations.wrapper.PerturbedEnv` then
-            skips its own finiteness check. Leave it False for an env that steps with
-            ``mj_step`` (the state it returns is checked only at the next step).
-        rebuildable_objects: True if the env's own code finds its manipulated objects
-            through their bodies, joints and sites only, never a geom by name or id, so
-            the ``object_shape`` axis may replace the geoms of ``roles.object_bodies[0]``
-            (built-in tasks, the Gymnasium and Fetch adapters). False: the axis reports
-            "not applied" (robosuite, Meta-World and dm_control refer to object geoms).
+        capabilities: What the scene declares about itself (:class:`SceneCapabilities`;
+            a class attribute for most scenes).
     """
 
     defer_frames: bool
@@ -141,6 +153,9 @@ class MujocoScene(Protocol):
 
     @property
     def success_rule(self) -> str: ...
+
+    @property
+    def capabilities(self) -> SceneCapabilities: ...
 
     @property
     def data(self) -> mujoco.MjData: ...

@@ -32,7 +32,7 @@ Stepping: each control step is the suite's ``Environment.step`` called piece by 
 task's ``before_step``, the physics' legacy step, ``after_step``, ``get_reward``,
 ``get_termination``; the observation once per env step): the same values bit for bit, without
 its ``TimeStep`` and per-step warning bookkeeping (~8 us of a ~65 us cheetah-run step;
-robogen's wrapper reads MuJoCo's warning counters instead, see ``step_checks_state``).
+robogen's wrapper reads MuJoCo's warning counters instead, see ``capabilities.step_checks_state``).
 
 Episode: the suite's 1000 control steps (:data:`SUITE_STEPS`), that is
 ``ceil(1000 / action_repeat)`` env steps (truncated); ``max_steps`` changes it.
@@ -71,9 +71,9 @@ import numpy as np
 from gymnasium import spaces
 from gymnasium.envs.registration import EnvSpec
 
-from robogen.envs.base import PoseDof, SceneRoles
+from robogen.envs.base import PoseDof, SceneCapabilities, SceneRoles
+from robogen.envs.elements import descends_from
 from robogen.envs.families import EnvOptions, check_max_steps
-from robogen.envs.gym_adapter import descends_from
 from robogen.envs.gym_catalog import SuccessRule
 from robogen.envs.suite_scene import SuiteScene
 from robogen.errors import InvalidSpecError, SceneError, UnknownNameError
@@ -373,12 +373,13 @@ class DMControlEnv(SuiteScene):
         return self._physics.data.ptr
 
     @property
-    def step_checks_state(self) -> bool:
-        """True with the suite's legacy step (every listed task): each step ends with
-        ``mj_step1``, whose checks of ``qpos``/``qvel`` (and ``mj_step2``'s of ``qacc``) raise
-        MuJoCo's bad-state warnings for a non-finite state, so robogen's wrapper reads the
-        warning counters alone (see :class:`~robogen.envs.base.MujocoScene`)."""
-        return self._legacy
+    def capabilities(self) -> SceneCapabilities:
+        """``step_checks_state`` with the suite's legacy step (every listed task): each step
+        ends with ``mj_step1``, whose checks of ``qpos``/``qvel`` (and ``mj_step2``'s of
+        ``qacc``) raise MuJoCo's bad-state warnings for a non-finite state, so robogen's
+        wrapper reads the warning counters alone (see
+        :class:`~robogen.envs.base.SceneCapabilities`)."""
+        return SceneCapabilities(step_checks_state=self._legacy)
 
     @property
     def rule(self) -> SuccessRule:

@@ -107,6 +107,11 @@ class EnvFamily:
         requires: Top-level module of the optional suite it wraps (``""``: none).
         install: Command that installs that suite (named in errors).
         success: How the family decides success, one line (reports, docs).
+        package: Distribution name of the optional suite (``gymnasium-robotics``), whose
+            installed version every run's manifest records (``versions``); ``""``: none.
+        expert: ``"module:function"`` of the family's scripted experts
+            (``expert:<name>`` in one of its envs): ``function(name, ctx)`` returns the
+            policy or raises :class:`~robogen.errors.UnknownNameError`; ``""``: none.
     """
 
     prefix: str
@@ -115,6 +120,8 @@ class EnvFamily:
     requires: str = ""
     install: str = ""
     success: str = ""
+    package: str = ""
+    expert: str = ""
 
     def load(self) -> ModuleType:
         """The implementing module (imported now if needed)."""
@@ -192,6 +199,18 @@ def check_max_steps(max_steps: object) -> None:
         raise InvalidSpecError(BAD_MAX_STEPS.format(value=max_steps))
 
 
+def suite_packages() -> tuple[str, ...]:
+    """The distributions of the registered families' optional suites (:attr:`EnvFamily.package`),
+    in registration order."""
+    return tuple(f.package for _, f in ENV_FAMILIES.items() if f.package)
+
+
+def expert_families() -> dict[str, EnvFamily]:
+    """Prefix -> family, for every registered family with scripted experts
+    (:attr:`EnvFamily.expert`), in registration order."""
+    return {prefix: f for prefix, f in ENV_FAMILIES.items() if f.expert}
+
+
 def all_env_ids() -> tuple[str, ...]:
     """Every env id of every registered family (families sorted by prefix)."""
     return tuple(i for prefix in ENV_FAMILIES.names() for i in ENV_FAMILIES.get(prefix).ids())
@@ -205,20 +224,6 @@ register_env_family(EnvFamily(
     prefix="gymnasium", description="Gymnasium's MuJoCo v5 envs, adapted",
     module="robogen.envs.gym_adapter", success="distance or return rule at the last step",
 ))
-
-register_env_family(EnvFamily(
-    prefix="gymnasium-robotics",
-    description="Fetch arm tasks of gymnasium-robotics 1.4.2 (Reach, Push, PickAndPlace, Slide)",
-    module="robogen.envs.fetch_env", requires="gymnasium_robotics",
-    install='make setup-fetch (or: pip install "robogen[fetch]")',
-    success='info["is_success"] at the last step',
-))
-register_env_family(EnvFamily(
-    prefix="metaworld", description="Meta-World v3 Sawyer tasks (metaworld 3.1.1)",
-    module="robogen.envs.metaworld_env", requires="metaworld",
-    install="make setup-metaworld (or: pip install --no-deps metaworld==3.1.1 packaging)",
-    success='info["success"] at any step, horizon max_path_length (500)',
-))
 register_env_family(EnvFamily(
     prefix="dm_control",
     description="DeepMind Control Suite tasks, <domain>-<task> (dm_control 1.0.50, mujoco 3.17)",
@@ -226,6 +231,7 @@ register_env_family(EnvFamily(
     install="make setup-suites (the MuJoCo 3.x track, .venv-suites: dm_control 1.0.50 pins "
             "mujoco==3.17.0)",
     success="episode return >= 500 of the suite's 1000 at the last step (--success-threshold)",
+    package="dm_control",
 ))
 register_env_family(EnvFamily(
     prefix="robosuite",
@@ -234,4 +240,20 @@ register_env_family(EnvFamily(
     install="make setup-suites (the MuJoCo 3.x track, .venv-suites: robosuite 1.5.2 fails on "
             "mujoco 4.0)",
     success="robosuite's _check_success() at any step (the episode ends there), horizon 400",
+    package="robosuite", expert="robogen.policies.suite_experts:robosuite_expert",
+))
+register_env_family(EnvFamily(
+    prefix="metaworld", description="Meta-World v3 Sawyer tasks (metaworld 3.1.1)",
+    module="robogen.envs.metaworld_env", requires="metaworld",
+    install="make setup-metaworld (or: pip install --no-deps metaworld==3.1.1 packaging)",
+    success='info["success"] at any step, horizon max_path_length (500)',
+    package="metaworld", expert="robogen.policies.suite_experts:metaworld_expert",
+))
+register_env_family(EnvFamily(
+    prefix="gymnasium-robotics",
+    description="Fetch arm tasks of gymnasium-robotics 1.4.2 (Reach, Push, PickAndPlace, Slide)",
+    module="robogen.envs.fetch_env", requires="gymnasium_robotics",
+    install='make setup-fetch (or: pip install "robogen[fetch]")',
+    success='info["is_success"] at the last step', package="gymnasium-robotics",
+    expert="robogen.policies.suite_experts:fetch_expert",
 ))

@@ -60,13 +60,12 @@ import mujoco
 import numpy as np
 
 from robogen.envs.base import PoseDof, SceneRoles
+from robogen.envs.elements import descends_from, name_elements
 from robogen.envs.families import EnvOptions
 from robogen.envs.gym_adapter import (
     ADDED_CAMERA,
     GymMujocoAdapter,
-    _name_elements,
     camera_pose,
-    descends_from,
     set_weld_rows,
 )
 from robogen.errors import UnknownNameError
@@ -305,7 +304,7 @@ class FetchAdapter(GymMujocoAdapter):
     def nominal_spec(self) -> mujoco.MjSpec:
         """A fresh nominal MjSpec: the suite's XML, names filled in, ``robogen_cam`` added."""
         spec = mujoco.MjSpec.from_file(self.env.unwrapped.fullpath)  # type: ignore[attr-defined]
-        _name_elements(spec)
+        name_elements(spec)
         set_weld_rows(spec, (0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 1.0))
         pos, quat = camera_pose(*CAMERA)
         spec.worldbody.add_camera(name=ADDED_CAMERA, pos=pos, quat=quat, fovy=45.0)

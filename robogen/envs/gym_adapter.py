@@ -68,8 +68,9 @@ import mujoco
 import numpy as np
 from gymnasium import spaces
 
-from robogen.envs.base import PoseDof, SceneRoles
+from robogen.envs.base import PoseDof, SceneCapabilities, SceneRoles
 from robogen.envs.camera_geometry import camera_pose
+from robogen.envs.elements import descends_from, name_elements
 from robogen.envs.families import EnvOptions
 from robogen.envs.frames import SceneFrames
 from robogen.envs.gym_catalog import (
@@ -179,44 +180,10 @@ def _is_descendant(model: mujoco.MjModel, body: int, root: int) -> bool:
 # ----------------------------------------------------------------------------- spec
 
 
-def _name_elements(spec: mujoco.MjSpec) -> None:
-    """Give every unnamed body, geom, light, camera and actuator a stable name."""
-
-    def unique(base: str, taken: set[str]) -> str:
-        name, k = base, 1
-        while name in taken:
-            name, k = f"{base}{k}", k + 1
-        taken.add(name)
-        return name
-
-    bodies = {b.name for b in spec.bodies if b.name}
-    for b in spec.bodies:
-        if not b.name and b.parent is not None:
-            b.name = unique(f"{b.parent.name}_child", bodies)
-    geoms = {g.name for g in spec.geoms if g.name}
-    for b in spec.bodies:
-        unnamed = [g for g in b.geoms if not g.name]
-        for k, g in enumerate(unnamed):
-            base = f"{b.name}_geom" if len(unnamed) == 1 else f"{b.name}_geom{k}"
-            g.name = unique(base, geoms)
-    lights = {x.name for x in spec.lights if x.name}
-    for k, x in enumerate(spec.lights):
-        if not x.name:
-            x.name = unique(f"light{k}", lights)
-    cams = {x.name for x in spec.cameras if x.name}
-    for k, x in enumerate(spec.cameras):
-        if not x.name:
-            x.name = unique(f"camera{k}", cams)
-    acts = {a.name for a in spec.actuators if a.name}
-    for k, a in enumerate(spec.actuators):
-        if not a.name:
-            a.name = unique(a.target or f"actuator{k}", acts)
-
-
 def build_nominal_spec(gym_id: str, fullpath: str) -> mujoco.MjSpec:
     """Gymnasium's XML for ``gym_id`` with names filled in and the record's added camera."""
     spec = mujoco.MjSpec.from_file(fullpath)
-    _name_elements(spec)
+    name_elements(spec)
     cam = gym_env_record(gym_id).camera
     if isinstance(cam, AddedCamera) and not any(c.name == ADDED_CAMERA for c in spec.cameras):
         pos, quat = camera_pose(cam.look_at, cam.distance, cam.azimuth_deg, cam.elevation_deg)
@@ -226,16 +193,6 @@ def build_nominal_spec(gym_id: str, fullpath: str) -> mujoco.MjSpec:
 
 THRESHOLD_REFUSED = "{how}; --success-threshold {value!r} does not apply: leave it out"
 """Message when a success threshold is given to a suite that decides success itself."""
-
-
-def descends_from(model: Any, body: int, root: int) -> bool:
-    """True if body id ``body`` of ``model`` (a ``mujoco.MjModel``) is ``root`` or hangs
-    below it in the kinematic tree."""
-    while body > 0:
-        if body == root:
-            return True
-        body = int(model.body_parentid[body])
-    return False
 
 
 # ----------------------------------------------------------------------------- adapter
@@ -290,9 +247,9 @@ class GymMujocoAdapter(gym.Wrapper[Any, Any, Any, Any], gym.utils.RecordConstruc
         InvalidSpecError: On a bad observation mode or render size.
     """
 
-    rebuildable_objects: ClassVar[bool] = True
+    capabilities: ClassVar[SceneCapabilities] = SceneCapabilities(rebuildable_objects=True)
     """Gymnasium's MuJoCo envs and Fetch find their objects by body, joint and site (see
-    :class:`~robogen.envs.base.MujocoScene`)."""
+    :class:`~robogen.envs.base.SceneCapabilities`)."""
 
     own_success: ClassVar[str] = ""
     """How a suite with its own success flag decides success (e.g. ``info['success']``);

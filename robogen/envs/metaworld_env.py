@@ -61,14 +61,10 @@ import mujoco
 import numpy as np
 from gymnasium.envs.registration import EnvSpec
 
-from robogen.envs.base import PoseDof, SceneRoles
+from robogen.envs.base import PoseDof, SceneCapabilities, SceneRoles
+from robogen.envs.elements import descends_from, name_elements
 from robogen.envs.families import EnvOptions, check_max_steps
-from robogen.envs.gym_adapter import (
-    GymMujocoAdapter,
-    _name_elements,
-    descends_from,
-    set_weld_rows,
-)
+from robogen.envs.gym_adapter import GymMujocoAdapter, set_weld_rows
 from robogen.errors import InvalidSpecError, UnknownNameError
 from robogen.types import RenderSettings
 
@@ -205,7 +201,7 @@ class MetaWorldAdapter(GymMujocoAdapter):
         InvalidSpecError: On a success threshold, a bad observation mode or render size.
     """
 
-    rebuildable_objects: ClassVar[bool] = False
+    capabilities: ClassVar[SceneCapabilities] = SceneCapabilities(rebuildable_objects=False)
     """Meta-World's tasks look objects' geoms up by name (``objGeom``): not rebuilt."""
 
     own_success: ClassVar[str] = "Meta-World envs decide success by info['success']"
@@ -297,7 +293,7 @@ class MetaWorldAdapter(GymMujocoAdapter):
     def nominal_spec(self) -> mujoco.MjSpec:
         """A fresh nominal MjSpec: Meta-World's XML with names filled in."""
         spec = mujoco.MjSpec.from_file(self.env.unwrapped.fullpath)  # type: ignore[attr-defined]
-        _name_elements(spec)
+        name_elements(spec)
         for body in spec.bodies:  # unnamed joints (peg-insert-side's peg) get "<body>_joint"
             for k, joint in enumerate(body.joints):
                 if not joint.name:

@@ -71,8 +71,9 @@ from gymnasium import spaces
 from gymnasium.envs.registration import EnvSpec
 
 from robogen.envs.base import PoseDof, SceneRoles
+from robogen.envs.elements import descends_from, name_elements
 from robogen.envs.families import EnvOptions, check_max_steps
-from robogen.envs.gym_adapter import THRESHOLD_REFUSED, _name_elements, descends_from
+from robogen.envs.gym_adapter import THRESHOLD_REFUSED
 from robogen.envs.suite_scene import SuiteScene
 from robogen.errors import InvalidSpecError, SceneError, UnknownNameError
 from robogen.types import RenderSettings
@@ -291,7 +292,7 @@ class RobosuiteEnv(SuiteScene):
         """A fresh nominal MjSpec: the task's MJCF (``env.model.get_xml()``), with names
         given to unnamed elements (the light becomes ``light0``)."""
         spec = mujoco.MjSpec.from_string(self._env.model.get_xml())
-        _name_elements(spec)
+        name_elements(spec)
         return spec
 
     def install_model(self, model: mujoco.MjModel) -> None:

@@ -58,6 +58,8 @@ from __future__ import annotations
 import robogen._gl  # noqa: F401  (choose MUJOCO_GL before mujoco is imported)
 
 # isort: split
+from typing import Any
+
 import mujoco
 import numpy as np
 
@@ -465,6 +467,19 @@ def build_model(**kwargs: int) -> mujoco.MjModel:
     return build_spec(**kwargs).compile()
 
 
+def table_top_z(model: Any) -> float:
+    """Height of the table top in ``model`` (a ``mujoco.MjModel``) [m], read from the model (not
+    :data:`TABLE_TOP_Z`), so tasks and experts follow an edited table: the ``table``
+    body's height plus the :data:`TABLE_GEOM` box's offset and half height (the table
+    hangs from the world body, unrotated).
+
+    Raises:
+        KeyError: If ``model`` has no ``table`` body or :data:`TABLE_GEOM` geom.
+    """
+    body, geom = model.body("table"), model.geom(TABLE_GEOM)
+    return float(body.pos[2] + geom.pos[2] + geom.size[2])
+
+
 class SceneIds:
     """Ids and addresses of the named scene elements in one compiled model.
 
@@ -487,6 +502,8 @@ class SceneIds:
         self.object_body = int(model.body(OBJECT_BODY).id)
         self.object_qadr = int(model.joint(OBJECT_JOINT).qposadr[0])
         self.target_mocap = int(model.body_mocapid[model.body(TARGET_BODY).id])
+        self.table_top_z = table_top_z(model)
+        """Height of the table top [m] (:func:`table_top_z`)."""
 
 
 __all__ = [
@@ -494,5 +511,5 @@ __all__ = [
     "HOME_QPOS", "LIGHTS", "LOOK_AT", "NUM_DISTRACTOR_SLOTS", "OFFSAMPLES", "ROBOT_ACTUATORS",
     "ROBOT_BODIES", "ROBOT_JOINTS", "SHADOW_SIZE", "TABLE_TOP_Z", "TIMESTEP", "build_model",
     "FLOOR_GRID", "MIN_SHADOW_SIZE", "shadow_size_for",
-    "build_spec", "look_at_quat", "SceneIds",
+    "build_spec", "look_at_quat", "SceneIds", "table_top_z",
 ]

@@ -21,7 +21,7 @@ import gymnasium as gym
 import mujoco
 import numpy as np
 
-from robogen.envs.base import SceneRoles
+from robogen.envs.base import SceneCapabilities, SceneRoles
 from robogen.envs.frames import SceneFrames
 from robogen.envs.observations import compose_observation, observation_space
 from robogen.errors import InvalidSpecError, SceneError
@@ -34,6 +34,9 @@ class SuiteScene(gym.Env[Any, np.ndarray]):
 
     metadata: dict[str, Any] = {"render_modes": []}  # noqa: RUF012 - Gymnasium's contract
 
+    capabilities: SceneCapabilities = SceneCapabilities()
+    """Nothing declared (the suites refer to their objects' geoms); dm_control's legacy step
+    checks the state (:class:`~robogen.envs.dm_control_env.DMControlEnv` sets it)."""
     _args: dict[str, Any]
     _label: str
     _roles: SceneRoles

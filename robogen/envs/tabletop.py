@@ -25,7 +25,7 @@ import numpy as np
 from gymnasium import spaces
 
 from robogen.envs import scene as sc
-from robogen.envs.base import PoseDof, SceneRoles
+from robogen.envs.base import PoseDof, SceneCapabilities, SceneRoles
 from robogen.envs.families import EnvOptions
 from robogen.envs.frames import SceneFrames
 from robogen.envs.observations import (
@@ -151,8 +151,8 @@ class TabletopEnv(gym.Env[Any, np.ndarray]):
     metadata: ClassVar[dict[str, Any]] = {"render_modes": ["rgb_array"], "render_fps": 50}
     env_id: ClassVar[str] = ""
     success_rule: ClassVar[str] = ""
-    rebuildable_objects: ClassVar[bool] = True
-    """The object is found by its body and joint only (see MujocoScene)."""
+    capabilities: ClassVar[SceneCapabilities] = SceneCapabilities(rebuildable_objects=True)
+    """The object is found by its body and joint only (see SceneCapabilities)."""
 
     def __init__(
         self,
@@ -325,7 +325,7 @@ class TabletopEnv(gym.Env[Any, np.ndarray]):
         yaw = self.np_random.uniform(*OBJECT_YAW_RANGE)
         target = self._sample_target(obj_xy)
         adr = ids.object_qadr
-        data.qpos[adr:adr + 3] = (obj_xy[0], obj_xy[1], sc.TABLE_TOP_Z + sc.OBJECT_HALF_SIZE)
+        data.qpos[adr:adr + 3] = (obj_xy[0], obj_xy[1], ids.table_top_z + sc.OBJECT_HALF_SIZE)
         data.qpos[adr + 3:adr + 7] = (np.cos(yaw / 2), 0.0, 0.0, np.sin(yaw / 2))
         data.mocap_pos[ids.target_mocap] = target
         mujoco.mj_forward(model, data)
@@ -458,7 +458,7 @@ class ReachEnv(TabletopEnv):
     def _sample_target(self, obj_xy: np.ndarray) -> np.ndarray:
         rng = self.np_random
         return np.array([rng.uniform(-0.12, 0.12), rng.uniform(-0.16, 0.16),
-                         sc.TABLE_TOP_Z + rng.uniform(0.06, 0.22)])
+                         self._ids().table_top_z + rng.uniform(0.06, 0.22)])
 
     def _evaluate(self) -> tuple[float, bool, dict[str, Any]]:
         ee, _, target = self._positions()
@@ -508,12 +508,12 @@ class PushEnv(TabletopEnv):
             xy = obj_xy + dist * np.array([np.cos(angle), np.sin(angle)])
             if -0.12 <= xy[0] <= 0.16 and -0.20 <= xy[1] <= 0.20:
                 break
-        return np.array([xy[0], xy[1], sc.TABLE_TOP_Z + sc.OBJECT_HALF_SIZE])
+        return np.array([xy[0], xy[1], self._ids().table_top_z + sc.OBJECT_HALF_SIZE])
 
     def _evaluate(self) -> tuple[float, bool, dict[str, Any]]:
         ee, obj, target = self._positions()
         d_obj = float(np.linalg.norm(obj[:2] - target[:2]))
-        on_table = abs(obj[2] - (sc.TABLE_TOP_Z + sc.OBJECT_HALF_SIZE)) < 0.01
+        on_table = abs(obj[2] - (self._ids().table_top_z + sc.OBJECT_HALF_SIZE)) < 0.01
         reward = -d_obj - 0.5 * float(np.linalg.norm(ee - obj))
         return reward, bool(d_obj < self.threshold and on_table), {"distance": d_obj}
 
@@ -558,7 +558,7 @@ class PickPlaceEnv(TabletopEnv):
             xy = np.array([rng.uniform(-0.12, 0.12), rng.uniform(-0.16, 0.16)])
             if np.linalg.norm(xy - obj_xy) >= 0.08:
                 break
-        return np.array([xy[0], xy[1], sc.TABLE_TOP_Z + rng.uniform(0.08, 0.18)])
+        return np.array([xy[0], xy[1], self._ids().table_top_z + rng.uniform(0.08, 0.18)])
 
     def _evaluate(self) -> tuple[float, bool, dict[str, Any]]:
         ee, obj, target = self._positions()

@@ -28,12 +28,13 @@ from __future__ import annotations
 
 import math
 from collections import deque
+from collections.abc import Hashable, Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import numpy as np
 
-from robogen.perturbations import _util as u
+from robogen.perturbations import helpers as u
 from robogen.perturbations.base import (
     Axis,
     FilterContext,
@@ -130,6 +131,10 @@ class ActionAxis(Axis):
     kind: ClassVar[str] = "actuation"
     description: ClassVar[str] = (
         "actuation fault per step: action noise, k-step latency, sticky repeats, bias")
+
+    def split_keys(self, values: Mapping[str, Any]) -> frozenset[Hashable]:
+        """The kind of fault (held-out kinds)."""
+        return frozenset({values["kind"]})
 
     def sample(self, rng: np.random.Generator, severity: float, split: str, scene: Any
                ) -> ActionPerturbation:

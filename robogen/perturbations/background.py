@@ -28,14 +28,15 @@ Splits (Factor-World style): the palette's hues come from alternating 30 deg hue
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import math
+from collections.abc import Hashable, Mapping
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
-from robogen.perturbations import _util as u
+from robogen.perturbations import helpers as u
 from robogen.perturbations.base import Axis, Perturbation, register_axis
 from robogen.perturbations.texture import paint_surfaces, surface_targets, textures_of
 
@@ -180,6 +181,11 @@ class BackgroundAxis(Axis):
     )
     required_roles: ClassVar[Mapping[str, str]] = {
         "floor_geoms": "floor", "background_geoms": "background geoms"}
+
+    def split_keys(self, values: Mapping[str, Any]) -> frozenset[Hashable]:
+        """The hue-sector parity of each hue."""
+        return frozenset(int(math.floor(h * u.HUE_SECTORS)) % 2
+                         for h in values["look"]["hues"])
 
     def sample(self, rng: np.random.Generator, severity: float, split: str, scene: MujocoScene
                ) -> BackgroundPerturbation:

@@ -32,7 +32,7 @@ from __future__ import annotations
 import dataclasses
 import json
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Hashable, Mapping
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
@@ -222,6 +222,19 @@ class Axis(ABC):
         Raises:
             InvalidPerturbationError: On a severity outside [0, 1] or an unknown split.
         """
+
+    def split_keys(self, values: Mapping[str, Any]) -> frozenset[Hashable]:
+        """The value classes a perturbation of this axis falls in, from its recorded
+        ``values`` (``Perturbation.to_record()["values"]``, also stored in every episode's
+        ``perturbations_json``): what a Factor-World split holds out. Draws from ``train``
+        and from ``test`` give disjoint keys, and the two together give the keys of
+        ``all`` (the parametrized axis tests check this for every registered axis).
+
+        Raises:
+            NotImplementedError: For an axis that does not declare its split classes
+                (an axis with ``train``/``test`` value sets should).
+        """
+        raise NotImplementedError(f"axis {self.name!r} does not declare split_keys")
 
     def missing_roles(self, scene: MujocoScene) -> str | None:
         """Why this axis cannot act on ``scene``, or None.

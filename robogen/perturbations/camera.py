@@ -27,14 +27,14 @@ clockwise: disjoint azimuth sectors.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Hashable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import mujoco
 import numpy as np
 
-from robogen.perturbations import _util as u
+from robogen.perturbations import helpers as u
 from robogen.perturbations.base import Axis, Perturbation, register_axis
 
 if TYPE_CHECKING:
@@ -127,6 +127,10 @@ class CameraAxis(Axis):
     )
 
     required_roles: ClassVar[Mapping[str, str]] = {"cameras": "camera"}
+
+    def split_keys(self, values: Mapping[str, Any]) -> frozenset[Hashable]:
+        """The side of the azimuth shift."""
+        return frozenset({math.copysign(1.0, values["azimuth_rad"])})
 
     def sample(self, rng: np.random.Generator, severity: float, split: str, scene: MujocoScene
                ) -> CameraPerturbation:

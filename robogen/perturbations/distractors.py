@@ -41,13 +41,14 @@ never the same combination.
 from __future__ import annotations
 
 import math
+from collections.abc import Hashable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import mujoco
 import numpy as np
 
-from robogen.perturbations import _util as u
+from robogen.perturbations import helpers as u
 from robogen.perturbations.base import Axis, Perturbation, register_axis
 
 if TYPE_CHECKING:
@@ -377,6 +378,11 @@ class DistractorsAxis(Axis):
         if scene.roles.distractor_region is None:
             return "the scene has no distractor region (no supporting surface near the task)"
         return None
+
+    def split_keys(self, values: Mapping[str, Any]) -> frozenset[Hashable]:
+        """Each item's shape and hue-sector parity (every shape occurs in both splits)."""
+        return frozenset((item["shape"], u.hue_sector(item["rgb"]) % 2)
+                         for item in values["items"])
 
     def sample(self, rng: np.random.Generator, severity: float, split: str, scene: MujocoScene
                ) -> DistractorsPerturbation:

@@ -26,15 +26,16 @@ vectors of even (train) or odd (test) parity: disjoint value sets.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import math
+from collections.abc import Hashable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import mujoco
 import numpy as np
 
 from robogen.errors import SceneError
-from robogen.perturbations import _util as u
+from robogen.perturbations import helpers as u
 from robogen.perturbations.base import Axis, Perturbation, register_axis
 
 if TYPE_CHECKING:
@@ -177,6 +178,11 @@ class EmbodimentAxis(Axis):
 
     required_roles: ClassVar[Mapping[str, str]] = {"robot_bodies": "robot bodies",
                                                    "robot_actuators": "actuators"}
+
+    def split_keys(self, values: Mapping[str, Any]) -> frozenset[Hashable]:
+        """The parity of the scales shrunk (below 1)."""
+        return frozenset({u.sign_parity(math.log(values[k]) for k in (
+            "length_scale", "mass_scale", "damping_scale", "gain_scale"))})
 
     def sample(self, rng: np.random.Generator, severity: float, split: str, scene: MujocoScene
                ) -> EmbodimentPerturbation:

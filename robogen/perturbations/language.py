@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Hashable, Mapping
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
@@ -35,7 +36,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from robogen.perturbations import _util as u
+from robogen.perturbations import helpers as u
 from robogen.perturbations.base import Axis, Perturbation, register_axis
 
 MAX_CLAUSES = 2
@@ -96,6 +97,11 @@ class LanguageAxis(Axis):
     kind: ClassVar[str] = "language"
     description: ClassVar[str] = (
         "prompt rewritten per episode: paraphrase templates, synonyms, distractor clauses")
+
+    def split_keys(self, values: Mapping[str, Any]) -> frozenset[Hashable]:
+        """The template, replacement words and clauses (held-out ones)."""
+        return frozenset(({values["template"]} - {""}) | {new for _, new in values["synonyms"]}
+                         | set(values["clauses"]))
 
     def sample(self, rng: np.random.Generator, severity: float, split: str, scene: Any
                ) -> LanguagePerturbation:

@@ -26,13 +26,14 @@ recomputed (``mj_setConst``).
 from __future__ import annotations
 
 import math
+from collections.abc import Hashable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import mujoco
 import numpy as np
 
-from robogen.perturbations import _util as u
+from robogen.perturbations import helpers as u
 from robogen.perturbations.base import Axis, Perturbation, register_axis
 
 if TYPE_CHECKING:
@@ -133,6 +134,10 @@ class LightingAxis(Axis):
     description: ClassVar[str] = (
         "light direction, intensity, colour, ambient, specular and shadows (headlight if no lights)"
     )
+
+    def split_keys(self, values: Mapping[str, Any]) -> frozenset[Hashable]:
+        """The tint's hue-sector parity."""
+        return frozenset({u.hue_sector(values["tint_rgb"]) % 2})
 
     def sample(self, rng: np.random.Generator, severity: float, split: str, scene: MujocoScene
                ) -> LightingPerturbation:

@@ -18,7 +18,7 @@ coordinate (see :meth:`ObjectPosePerturbation.apply_state_and_record`).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Hashable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -26,7 +26,7 @@ import mujoco
 import numpy as np
 
 from robogen.errors import SceneError
-from robogen.perturbations import _util as u
+from robogen.perturbations import helpers as u
 from robogen.perturbations.base import Axis, Perturbation, register_axis
 
 if TYPE_CHECKING:
@@ -121,6 +121,10 @@ class ObjectPoseAxis(Axis):
     description: ClassVar[str] = "initial object/target placement: offsets after the env's reset"
 
     required_roles: ClassVar[Mapping[str, str]] = {"pose_dofs": "pose degrees of freedom"}
+
+    def split_keys(self, values: Mapping[str, Any]) -> frozenset[Hashable]:
+        """The parity of the negative offsets."""
+        return frozenset({u.sign_parity(o["offset"] for o in values["offsets"])})
 
     def sample(self, rng: np.random.Generator, severity: float, split: str, scene: MujocoScene
                ) -> ObjectPosePerturbation:

@@ -62,14 +62,14 @@ every shape of nominal size is grasped and placed (``tests/perturbations/test_ob
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Hashable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import mujoco
 import numpy as np
 
-from robogen.perturbations import _util as u
+from robogen.perturbations import helpers as u
 from robogen.perturbations.base import Axis, Perturbation, register_axis
 
 if TYPE_CHECKING:
@@ -287,13 +287,13 @@ class ObjectShapeAxis(Axis):
 
     def missing_roles(self, scene: MujocoScene) -> str | None:
         """The default, and: the env says its objects may be rebuilt (a scene's
-        ``rebuildable_objects``; robosuite, Meta-World and dm_control refer to their objects'
-        geoms), and the object's geoms are all primitives (a mesh object has no volume to
-        take a density from)."""
+        ``capabilities.rebuildable_objects``; robosuite, Meta-World and dm_control refer to
+        their objects' geoms), and the object's geoms are all primitives (a mesh object has no
+        volume to take a density from)."""
         why = super().missing_roles(scene)
         if why is not None:
             return why
-        if not getattr(scene, "rebuildable_objects", False):
+        if not scene.capabilities.rebuildable_objects:
             return ("the env's own code refers to its object's geoms, so they are not rebuilt "
                     "(rebuildable_objects is False)")
         model = scene.model
@@ -306,6 +306,10 @@ class ObjectShapeAxis(Axis):
         if not num or not types <= _VOLUME_TYPES:
             return f"the object body's geoms are not all primitives ({sorted(types)})"
         return None
+
+    def split_keys(self, values: Mapping[str, Any]) -> frozenset[Hashable]:
+        """The shape (held-out shapes)."""
+        return frozenset({values["shape"]})
 
     def sample(self, rng: np.random.Generator, severity: float, split: str, scene: MujocoScene
                ) -> ObjectShapePerturbation:

@@ -18,13 +18,14 @@ Splits: the (friction, mass, gravity) directions form sign vectors of even
 from __future__ import annotations
 
 import math
+from collections.abc import Hashable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import mujoco
 import numpy as np
 
-from robogen.perturbations import _util as u
+from robogen.perturbations import helpers as u
 from robogen.perturbations.base import Axis, Perturbation, register_axis
 
 if TYPE_CHECKING:
@@ -90,6 +91,11 @@ class PhysicsAxis(Axis):
 
     kind: ClassVar[str] = "physical"
     description: ClassVar[str] = "contact friction, object mass and gravity magnitude and tilt"
+
+    def split_keys(self, values: Mapping[str, Any]) -> frozenset[Hashable]:
+        """The parity of the scales shrunk (below 1)."""
+        return frozenset({u.sign_parity(math.log(values[k]) for k in (
+            "friction_scale", "object_mass_scale", "gravity_scale"))})
 
     def sample(self, rng: np.random.Generator, severity: float, split: str, scene: MujocoScene
                ) -> PhysicsPerturbation:

@@ -33,13 +33,14 @@ sensor axis does not reach them.
 from __future__ import annotations
 
 import io
+from collections.abc import Hashable, Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import numpy as np
 
 from robogen.envs.render import PendingFrame, map_frame
-from robogen.perturbations import _util as u
+from robogen.perturbations import helpers as u
 from robogen.perturbations.base import (
     Axis,
     FilterContext,
@@ -197,6 +198,10 @@ class SensorAxis(Axis):
     kind: ClassVar[str] = "sensor"
     description: ClassVar[str] = (
         "observation corruption per step: noise, JPEG/quantization, blur/lag, frame drops")
+
+    def split_keys(self, values: Mapping[str, Any]) -> frozenset[Hashable]:
+        """The kind of corruption (held-out kinds)."""
+        return frozenset({values["kind"]})
 
     def sample(self, rng: np.random.Generator, severity: float, split: str, scene: Any
                ) -> SensorPerturbation:

@@ -23,14 +23,14 @@ value of ``train`` occurs in ``test``.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, ClassVar, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 import mujoco
 import numpy as np
 
-from robogen.perturbations import _util as u
+from robogen.perturbations import helpers as u
 from robogen.perturbations.base import Axis, Perturbation, register_axis
 
 if TYPE_CHECKING:
@@ -226,6 +226,11 @@ class TextureAxis(Axis):
     required_roles: ClassVar[Mapping[str, str]] = {
         "table_geoms": "table", "floor_geoms": "floor", "object_geoms": "object geoms",
         "robot_geoms": "robot geoms"}
+
+    def split_keys(self, values: Mapping[str, Any]) -> frozenset[Hashable]:
+        """Each look's group, pattern and hue-sector parity."""
+        return frozenset((look["group"], look["pattern"], u.hue_sector(look["rgb1"]) % 2)
+                         for look in values["looks"])
 
     def sample(self, rng: np.random.Generator, severity: float, split: str, scene: MujocoScene
                ) -> TexturePerturbation:

@@ -54,7 +54,7 @@ import numpy as np
 
 from robogen.envs.base import MujocoScene, find_scene
 from robogen.errors import InvalidPerturbationError, RobogenError, SceneError
-from robogen.perturbations import _util as u
+from robogen.perturbations import helpers as u
 from robogen.perturbations.base import (
     Axis,
     FilterContext,
@@ -172,7 +172,7 @@ class PerturbedEnv(gym.Wrapper[Any, Any, Any, Any], gym.utils.RecordConstructorA
         self._prev_textures: tuple[int, ...] = ()
         self._rng: np.random.Generator | None = None
         self._bad_list = [0] * len(BAD_STATE_WARNINGS)
-        self._step_checks_state = bool(getattr(self._scene, "step_checks_state", False))
+        self._step_checks_state = self._scene.capabilities.step_checks_state
         self._steps = 0
         self._views: tuple[Any, ...] = ()
         """(data, qpos, qvel, qacc, warning counts): live views of the scene's ``MjData``,

@@ -83,10 +83,14 @@ class PolicyCapabilities:
             worker then passes only the rows of running episodes.
         seeds: ``reset`` takes ``seeds: Sequence[int]`` (each new episode's reset seed);
             stochastic policies seed themselves from it (common random numbers).
+        transposes_images: The policy transposes channel-last ``(B, H, W, 3)`` env images
+            to its channel-first image space itself (SB3 CNN policies), so a channel-first
+            space of the same size fits the env's (:func:`check_compatible`).
     """
 
     slots: bool = False
     seeds: bool = False
+    transposes_images: bool = False
 
 
 @runtime_checkable
@@ -428,14 +432,14 @@ def check_compatible(policy: Policy, ctx: LoadContext, uri: str) -> None:
 
     Compares observation shape and action shape and bounds. A channel-first
     image space fits a channel-last env image of the same size only for a policy
-    that transposes images itself (``policy.transposes_images`` is True, as
-    SB3 CNN policies do); any other policy is given ``(B, H, W, 3)`` frames.
+    that transposes images itself (``PolicyCapabilities.transposes_images``, as
+    SB3 CNN policies declare); any other policy is given ``(B, H, W, 3)`` frames.
 
     Raises:
         SpaceMismatchError: Naming both spaces and the fix.
     """
     p_obs, e_obs = policy.observation_space, ctx.observation_space
-    transposes = bool(getattr(policy, "transposes_images", False))
+    transposes = policy_capabilities(policy).transposes_images
     if not _obs_fits(p_obs, e_obs, transposes):
         raise _mismatch(uri, ctx, "observation", p_obs, e_obs,
                         "Was the checkpoint trained on another env or observation mode "

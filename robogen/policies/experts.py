@@ -194,8 +194,8 @@ class PushExpert(_TabletopExpert):
         u = to_target / max(dist, 1e-6)
         normal = np.array([-u[1], u[0]])
         yaw = float(np.arctan2(u[1], u[0]))
-        z_push = sc.TABLE_TOP_Z + sc.OBJECT_HALF_SIZE + 0.002
-        z_high = sc.TABLE_TOP_Z + self.z_high
+        z_push = ids.table_top_z + sc.OBJECT_HALF_SIZE + 0.002
+        z_high = ids.table_top_z + self.z_high
         behind = obj[:2] - self.standoff * u
         phase = mem.setdefault("phase", "approach")
         rel = ee[:2] - obj[:2]
@@ -295,7 +295,7 @@ def make_expert(task: str, ctx: LoadContext | None = None) -> _TabletopExpert:
     name = task_name(raw)
     if name not in EXPERTS:
         raise UnknownNameError("expert task", raw, EXPERTS)
-    env_id = getattr(ctx, "env_id", "") if ctx is not None else ""
+    env_id = ctx.env_id if ctx is not None else ""
     if env_id and task_name(env_id) != name:
         fit = task_name(env_id)
         hint = (f"; use expert:{fit}" if fit in EXPERTS

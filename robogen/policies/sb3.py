@@ -109,15 +109,14 @@ class SB3Policy:
         action_space: Its action space.
         obs_mode: ``state``, ``pixels`` or ``state+pixels``, inferred from the space.
         vecnormalize: The loaded ``VecNormalize`` statistics, or None.
-        transposes_images: True: channel-last env images are transposed for a
-            channel-first policy space.
         load_info: Training-only entries replaced at load and the saved vs current
             Python/SB3/torch versions (recorded in the run's manifest).
     """
 
-    transposes_images = True
-
-    capabilities: ClassVar[PolicyCapabilities] = PolicyCapabilities(slots=True, seeds=False)
+    capabilities: ClassVar[PolicyCapabilities] = PolicyCapabilities(
+        slots=True, seeds=False, transposes_images=True)
+    """Acts on any rows; channel-last env images are transposed for a channel-first policy
+    space."""
 
     def __init__(self, model: Any, algo: str, path: Path, vecnormalize: Any = None,
                  load_info: PolicyLoadInfo | None = None) -> None:

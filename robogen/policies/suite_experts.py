@@ -21,12 +21,14 @@ observation mode. ``expert:`` alone picks the expert of the env evaluated.
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable, Sequence
 from typing import Any, ClassVar
 
 import numpy as np
 from gymnasium import spaces
 
+from robogen.envs.families import expert_families
 from robogen.errors import InvalidSpecError, UnknownNameError
 from robogen.policies.base import LoadContext, PolicyCapabilities, attached_rows
 
@@ -259,13 +261,23 @@ class RobosuiteExpert(_SuiteExpert):
         return None
 
 
-def _robosuite(name: str, ctx: LoadContext | None) -> _SuiteExpert:
+def robosuite_expert(name: str, ctx: LoadContext | None) -> _SuiteExpert:
+    """The robosuite expert of task ``name`` (:data:`ROBOSUITE_EXPERTS`).
+
+    Raises:
+        UnknownNameError: On another task (lists the tasks).
+    """
     if name not in ROBOSUITE_EXPERTS:
         raise UnknownNameError("robosuite expert", name, ROBOSUITE_EXPERTS)
     return RobosuiteExpert(name, ctx)
 
 
-def _metaworld(name: str, ctx: LoadContext | None) -> _SuiteExpert:
+def metaworld_expert(name: str, ctx: LoadContext | None) -> _SuiteExpert:
+    """The Meta-World expert of task ``name`` (its scripted policy).
+
+    Raises:
+        UnknownNameError: On a task Meta-World has no policy for (lists the tasks).
+    """
     from robogen.envs.metaworld_env import TASKS
 
     if name not in TASKS:
@@ -273,24 +285,31 @@ def _metaworld(name: str, ctx: LoadContext | None) -> _SuiteExpert:
     return MetaWorldExpert(name, ctx)
 
 
-def _fetch(name: str, ctx: LoadContext | None) -> _SuiteExpert:
+def fetch_expert(name: str, ctx: LoadContext | None) -> _SuiteExpert:
+    """The Fetch expert of task ``name`` (:data:`FETCH_EXPERTS`).
+
+    Raises:
+        UnknownNameError: On another task (lists the tasks).
+    """
     if name not in FETCH_EXPERTS:
         raise UnknownNameError("Fetch expert", name, FETCH_EXPERTS)
     return FetchExpert(name, ctx)
 
 
-SUITE_EXPERTS: dict[str, Callable[[str, LoadContext | None], _SuiteExpert]] = {
-    "metaworld": _metaworld,
-    "gymnasium-robotics": _fetch,
-    "robosuite": _robosuite,
-}
-"""Env family prefix -> expert factory ``(name, ctx) -> policy``."""
+def suite_expert_factory(prefix: str) -> Callable[[str, LoadContext | None], Any] | None:
+    """The expert factory ``(name, ctx) -> policy`` of env family ``prefix``, as the family
+    declares it (:attr:`~robogen.envs.families.EnvFamily.expert`); None: it has none."""
+    family = expert_families().get(prefix)
+    if family is None:
+        return None
+    module, _, name = family.expert.partition(":")
+    return getattr(importlib.import_module(module), name)
 
 
 def handles(rest: str, ctx: LoadContext | None) -> bool:
     """True if ``expert:<rest>`` (or ``expert:`` in a suite env) names a suite expert."""
     target = rest or (ctx.env_id if ctx is not None else "")
-    return target.split("/", 1)[0] in SUITE_EXPERTS and "/" in target
+    return "/" in target and target.split("/", 1)[0] in expert_families()
 
 
 def load_suite_expert(rest: str, ctx: LoadContext | None) -> _SuiteExpert:
@@ -302,7 +321,10 @@ def load_suite_expert(rest: str, ctx: LoadContext | None) -> _SuiteExpert:
     """
     target = rest or (ctx.env_id if ctx is not None else "")
     prefix, name = target.split("/", 1)
-    expert = SUITE_EXPERTS[prefix](name, ctx)
+    factory = suite_expert_factory(prefix)
+    if factory is None:
+        raise UnknownNameError("env family with experts", prefix, expert_families())
+    expert = factory(name, ctx)
     if ctx is not None and ctx.env_id and ctx.env_id != target:
         raise InvalidSpecError(WRONG_ENV.format(name=target, env=ctx.env_id))
     return expert

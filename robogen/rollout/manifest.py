@@ -83,15 +83,16 @@ written before they existed keeps its hash."""
 
 _VERSIONED_PACKAGES = ("robogen", "mujoco", "gymnasium", "stable-baselines3", "torch", "numpy",
                        "ray")
-_SUITE_PACKAGES = ("dm_control", "robosuite", "metaworld", "gymnasium-robotics")
-"""Optional suites, recorded only where installed (their physics differ between mujoco lines)."""
 
 
 def package_versions() -> dict[str, str]:
     """Installed versions of the packages that shape an episode (``"not installed"`` if absent;
     the optional suites dm_control, robosuite, metaworld and gymnasium-robotics only where
-    installed)."""
+    installed: the env families' :attr:`~robogen.envs.families.EnvFamily.package`, whose
+    physics differ between mujoco lines)."""
     from importlib.metadata import PackageNotFoundError, version
+
+    from robogen.envs.families import suite_packages
 
     out = {}
     for pkg in _VERSIONED_PACKAGES:
@@ -99,7 +100,7 @@ def package_versions() -> dict[str, str]:
             out[pkg] = version(pkg)
         except PackageNotFoundError:
             out[pkg] = "not installed"
-    for pkg in _SUITE_PACKAGES:
+    for pkg in suite_packages():
         try:
             out[pkg] = version(pkg)
         except PackageNotFoundError:
@@ -231,10 +232,12 @@ def plugin_modules(env_id: str, policy: str, axes: Sequence[str]) -> tuple[str, 
     """The plug-in modules a run of ``policy`` on ``env_id`` with ``axes`` needs.
 
     For the env family (the module that registered it and the one implementing it; for a
-    ``gymnasium/`` id, the module that registered its catalog record), the policy's scheme and
-    each axis: the registering module when it is outside robogen
-    (:func:`robogen.plugins.is_plugin_module`), in that order, each once. ``__main__`` (a
-    script) is listed too, so that a Ray backend can refuse it with a clear message.
+    ``gymnasium/`` id, the module that registered its catalog record), the policy's scheme,
+    each axis and every episode observer (:mod:`robogen.rollout.observers`; a registered
+    observer's factory decides in each worker whether the run needs it): the registering
+    module when it is outside robogen (:func:`robogen.plugins.is_plugin_module`), in that
+    order, each once. ``__main__`` (a script) is listed too, so that a Ray backend can refuse
+    it with a clear message.
 
     Raises:
         UnknownNameError: If the env family, a scheme or an axis is not registered.
@@ -245,6 +248,7 @@ def plugin_modules(env_id: str, policy: str, axes: Sequence[str]) -> tuple[str, 
     from robogen.plugins import is_plugin_module
     from robogen.policies import POLICY_SCHEMES
     from robogen.policies.base import split_uri
+    from robogen.rollout.observers import OBSERVERS
 
     family = family_of(env_id)
     found = [ENV_FAMILIES.module_of(family.prefix), family.module]
@@ -254,6 +258,7 @@ def plugin_modules(env_id: str, policy: str, axes: Sequence[str]) -> tuple[str, 
     if scheme in POLICY_SCHEMES:
         found.append(POLICY_SCHEMES.module_of(scheme))
     found.extend(AXES.module_of(a) for a in axes)
+    found.extend(OBSERVERS.module_of(name) for name in OBSERVERS.names())
     return tuple(m for m in dict.fromkeys(found) if is_plugin_module(m))
 
 

@@ -13,8 +13,6 @@ import math
 import sys
 import threading
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -22,6 +20,15 @@ import numpy as np
 from robogen._cores import usable_cores
 from robogen.envs.render import resolve_frames
 from robogen.errors import InfrastructureError, InfrastructureTimeoutError, RobogenError
+from robogen.rollout.observers import (
+    EpisodeObserver,
+    EpisodeState,
+    FrameHook,
+    HookObserver,
+    TransitionHook,
+    build_observers,
+    end_fields,
+)
 from robogen.rollout.plan import episode_seed, perturbation_seed
 from robogen.types import EpisodeResult, EvalManifest, WorkUnit
 
@@ -97,25 +104,6 @@ def _stack(obs: list[Any]) -> Any:
     if isinstance(obs[0], dict):
         return {k: np.stack([o[k] for o in obs]) for k in obs[0]}
     return np.stack(obs)
-
-
-@dataclass
-class _Slot:
-    episode_index: int
-    seed: int
-    obs: Any = None
-    ret: float = 0.0
-    steps: int = 0
-    done: bool = False
-    success: bool = False
-    cause: str | None = None
-    error: str | None = None
-    perturbations: str = "[]"
-    changed: tuple[str, ...] = ()
-    wall_time_s: float = 0.0
-    latency_ms: float | None = None
-    safety: Any = None
-    """The episode's :class:`~robogen.rollout.safety.SafetyMonitor` (``manifest.safety``)."""
 
 
 def accepts_slots(policy: Any) -> bool:
@@ -215,21 +203,15 @@ class EpisodeWorker:
         self._load_cause = "infra_error"
         self._deadline = unit_deadline(load_budget_s)
         self._unit_aware: Any = None
-        self._prompted: Any = None
-        self._latency: Any = None
-        self._monitors: list[Any] = []
+        self._registered: list[tuple[str, EpisodeObserver]] = []
+        self._hooks = HookObserver()
+        self._observers: list[tuple[str, EpisodeObserver]] = []  # registered, then hooks
         self._action_shape: tuple[int, ...] = tuple(
             getattr(self._envs[0].action_space, "shape", ()) or ()
         )
         self.abort = threading.Event()
         """Set (from any thread) to stop the unit being run between two steps
         (:class:`UnitAborted`): a closing run does not wait for its last unit."""
-        self.frame_hook: Callable[[int, Any], None] | None = None
-        """Called as ``frame_hook(episode_index, env)`` after the reset and after every step
-        (videos)."""
-        self.transition_hook: Callable[[int, Any, np.ndarray, float], None] | None = None
-        """Called as ``transition_hook(episode_index, obs, action, reward)`` for every step
-        taken (``obs`` is the observation the action was chosen from; demonstrations)."""
         if not self._load_policy():
             self._attach()  # the envs still draw deferred frames
 
@@ -239,7 +221,7 @@ class EpisodeWorker:
         if self.policy is not None:
             return True
         from robogen.policies import load_policy, policy_capabilities
-        from robogen.policies.base import LatencyReporting, Prompted, UnitAware
+        from robogen.policies.base import UnitAware
 
         m = self.manifest
         ctx = policy_context(m.env_id, m.obs_mode, m.vecnormalize, self._envs[0],
@@ -256,12 +238,42 @@ class EpisodeWorker:
         # (torch is not imported for the others: ~2-3 s of every worker's start for nothing)
         caps = policy_capabilities(self.policy)
         self._takes_slots, self._takes_seeds = caps.slots, caps.seeds
-        self._latency = self.policy if isinstance(self.policy, LatencyReporting) else None
         self._unit_aware = self.policy if isinstance(self.policy, UnitAware) else None
-        self._prompted = (self.policy if isinstance(self.policy, Prompted) and self.policy.prompt
-                          else None)
+        self._registered = build_observers(m, self.policy)
+        self._update_observers()
         self._attach()
         return True
+
+    @property
+    def frame_hook(self) -> FrameHook | None:
+        """Called as ``frame_hook(episode_index, env)`` after the reset and after every step
+        (videos); None: not called (:class:`~robogen.rollout.observers.HookObserver`)."""
+        return self._hooks.frame_hook
+
+    @frame_hook.setter
+    def frame_hook(self, hook: FrameHook | None) -> None:
+        self._hooks.frame_hook = hook
+        self._update_observers()
+
+    @property
+    def transition_hook(self) -> TransitionHook | None:
+        """Called as ``transition_hook(episode_index, obs, action, reward)`` for every step
+        taken (``obs``: the one the action was chosen from; demonstrations); None: not called."""
+        return self._hooks.transition_hook
+
+    @transition_hook.setter
+    def transition_hook(self, hook: TransitionHook | None) -> None:
+        self._hooks.transition_hook = hook
+        self._update_observers()
+
+    @property
+    def observers(self) -> tuple[EpisodeObserver, ...]:
+        """The observers this worker runs (:mod:`robogen.rollout.observers`), in order."""
+        return tuple(o for _, o in self._observers)
+
+    def _update_observers(self) -> None:
+        self._observers = [*self._registered, *([("hooks", self._hooks)] if self._hooks.hooked
+                                                 else [])]
 
     def _attach(self) -> None:
         from robogen.envs.base import find_scene
@@ -331,64 +343,86 @@ class EpisodeWorker:
         m = self.manifest
         self._deadline = unit_deadline(budget_s)
         if not self._load_policy():
-            cause = self._load_cause
-            error = NO_POLICY.format(error=self.load_error, cause=cause)
-            return [unit_result(m, unit, i, episode_return=0.0, length_steps=0, success=False,
-                                cause=cause, error=error, perturbations_json="[]",
-                                changed_axes=(), wall_time_s=0.0)
-                    for i in unit.episode_indices]
+            return self._unloaded(unit)
         if self._unit_aware is not None:
             self._unit_aware.begin_unit(self._deadline)
-        n = len(unit.episode_indices)
-        if alone is None:
-            rows = list(range(n))
-        elif alone in unit.episode_indices and self.can_run_alone():
-            rows = [unit.episode_indices.index(alone)]
-        else:
-            raise ValueError(f"cannot run episode {alone} of unit {unit.unit_id} (episodes "
-                             f"{list(unit.episode_indices)}) alone with policy {m.policy!r}")
+        rows = self._rows(unit, alone)
         self._ensure_envs(len(rows))
         envs: dict[int, Any] = dict(zip(rows, self._envs, strict=False))  # slot -> env
         start = time.perf_counter()
-        slots = [_Slot(i, episode_seed(m.seed, i)) for i in unit.episode_indices]
+        slots = [EpisodeState(i, episode_seed(m.seed, i)) for i in unit.episode_indices]
         for k, slot in enumerate(slots):
             slot.done = k not in envs  # not run: its row repeats the episode run alone
-        for k, env in envs.items():
-            slot = slots[k]
-            env.set_levels(unit.condition.levels)
-            try:
-                slot.obs, info = env.reset(
-                    seed=slot.seed,
-                    options={"perturbation_seed": perturbation_seed(m.seed, slot.episode_index)},
-                )
-                rg = info.get("robogen", {})
-                slot.perturbations = json.dumps(rg.get("perturbations", []))
-                slot.changed = tuple(rg.get("changed_axes", ()))
-                if m.safety:
-                    slot.safety = self._monitor(k)
-                    slot.safety.start(env.scene)
-            except InfrastructureError as e:  # e.g. no frame from the render thread
-                self._finish(slot, start, cause=_error_cause(e), error=_short_error(e))
-            except RobogenError:
-                raise  # a bad condition is a setup error, not an episode outcome
-            except Exception as e:  # noqa: BLE001 - recorded with its cause
-                self._finish(slot, start, cause="sim_unstable", error=_short_error(e))
-        self._resolve_frames(slots, range(n), start, setup=True)
-        if self._prompted is not None:
-            self._give_prompts(envs, slots)
-        if self.frame_hook is not None:  # videos start with the reset frame
-            for k, env in envs.items():
-                if not slots[k].done:
-                    self.frame_hook(slots[k].episode_index, env)
+        self._reset_envs(unit, envs, slots, start)
+        self._reset_policy(slots, start)
+        self._run_steps(unit, envs, slots, start)
+        self._resolve_frames(slots, range(len(slots)), start)  # the last frames (and errors)
+        return [self._result(unit, k, slots[k]) for k in rows]
+
+    def _unloaded(self, unit: WorkUnit) -> list[EpisodeResult]:
+        """The unit's results when the policy could not be loaded (its infrastructure)."""
+        cause, error = self._load_cause, NO_POLICY.format(error=self.load_error,
+                                                          cause=self._load_cause)
+        return [unit_result(self.manifest, unit, i, episode_return=0.0, length_steps=0,
+                            success=False, cause=cause, error=error, perturbations_json="[]",
+                            changed_axes=(), wall_time_s=0.0)
+                for i in unit.episode_indices]
+
+    def _rows(self, unit: WorkUnit, alone: int | None) -> list[int]:
+        """The unit's env slots to run: all, or ``alone``'s (see :meth:`run_unit`)."""
+        episodes = unit.episode_indices
+        if alone is None:
+            return list(range(len(episodes)))
+        if alone in episodes and self.can_run_alone():
+            return [episodes.index(alone)]
+        raise ValueError(f"cannot run episode {alone} of unit {unit.unit_id} (episodes "
+                         f"{list(episodes)}) alone with policy {self.manifest.policy!r}")
+
+    def _reset_envs(self, unit: WorkUnit, envs: dict[int, Any], slots: list[EpisodeState],
+                    start: float) -> None:
+        """Reset the unit's envs, wait for their first frames, tell the observers."""
+        started = [k for k, env in envs.items() if self._reset_env(unit, env, slots[k], start)]
+        self._resolve_frames(slots, range(len(slots)), start, setup=True)
+        for _, observer in self._observers:
+            for k in started:
+                observer.on_reset(k, slots[k], envs[k])
+
+    def _reset_env(self, unit: WorkUnit, env: Any, slot: EpisodeState, start: float) -> bool:
+        """Reset ``env`` for ``slot``'s episode; False (the episode recorded) if it failed.
+        A bad condition (a :class:`RobogenError`) is a set-up error and propagates."""
+        env.set_levels(unit.condition.levels)
+        pseed = perturbation_seed(self.manifest.seed, slot.episode_index)
+        try:
+            slot.obs, info = env.reset(seed=slot.seed, options={"perturbation_seed": pseed})
+        except InfrastructureError as e:  # e.g. no frame from the render thread
+            self._finish(slot, start, cause=_error_cause(e), error=_short_error(e))
+            return False
+        except RobogenError:
+            raise  # a bad condition is a setup error, not an episode outcome
+        except Exception as e:  # noqa: BLE001 - recorded with its cause
+            self._finish(slot, start, cause="sim_unstable", error=_short_error(e))
+            return False
+        rg = info.get("robogen", {})
+        slot.perturbations = json.dumps(rg.get("perturbations", []))
+        slot.changed = tuple(rg.get("changed_axes", ()))
+        return True
+
+    def _reset_policy(self, slots: list[EpisodeState], start: float) -> None:
+        """The policy's ``reset`` of every slot; if it raises, the running episodes fail."""
         try:
             if self._takes_seeds:
-                self.policy.reset(list(range(n)), seeds=[s.seed for s in slots])
+                self.policy.reset(list(range(len(slots))), seeds=[s.seed for s in slots])
             else:
-                self.policy.reset(list(range(n)))
+                self.policy.reset(list(range(len(slots))))
         except Exception as e:  # noqa: BLE001 - a raising reset fails the unit's episodes
             for slot in slots:
                 if not slot.done:
                     self._finish(slot, start, cause=_error_cause(e), error=_short_error(e))
+
+    def _run_steps(self, unit: WorkUnit, envs: dict[int, Any], slots: list[EpisodeState],
+                   start: float) -> None:
+        """Step the running episodes in lockstep until every one is done (raises
+        :class:`UnitAborted` if :attr:`abort` is set between two steps)."""
         action_space = self._envs[0].action_space
         low, high = getattr(action_space, "low", None), getattr(action_space, "high", None)
         # With deferred frames and a policy that acts on any subset of slots, the batch
@@ -397,6 +431,7 @@ class EpisodeWorker:
         # the first and second half of the running slots, split again at every step so
         # that they stay even as episodes end (the frames are drawn in slot order).
         # (per step: keep this loop lean, a dm_control state step is ~100 us of physics)
+        n = len(slots)
         frames = self.manifest.obs_mode != "state"  # pixel observations come deferred
         halves = self._takes_slots and frames and n > 1
         everyone = list(range(n))
@@ -426,16 +461,10 @@ class EpisodeWorker:
                     actions = actions.copy()
                 for k in live:
                     if not slots[k].done:
-                        step(envs[k], slots[k], actions[k], start)
-        self._resolve_frames(slots, range(n), start)  # the last frames (and their errors)
-        if self._latency is not None:
-            for k, slot in enumerate(slots):
-                latency = float(self._latency.episode_latency_ms(k))
-                slot.latency_ms = latency if math.isfinite(latency) else None
-        return [self._result(unit, slots[k]) for k in rows]
+                        step(k, envs[k], slots[k], actions[k], start)
 
     def _resolve_frames(
-        self, slots: list[_Slot], rows: Any, start: float, setup: bool = False
+        self, slots: list[EpisodeState], rows: Any, start: float, setup: bool = False
     ) -> None:
         """Wait for the pixel observations drawn on the render thread (``defer_frames``).
 
@@ -465,7 +494,7 @@ class EpisodeWorker:
             raise ValueError(f"policy returned actions of shape {actions.shape}, expected {want}")
         return actions
 
-    def _act(self, slots: list[_Slot], live: list[int], start: float) -> np.ndarray:
+    def _act(self, slots: list[EpisodeState], live: list[int], start: float) -> np.ndarray:
         """Actions indexed by slot; a raising or non-finite policy fails only the culprit episodes.
 
         A policy that accepts ``slots`` sees only the live rows; others see every
@@ -508,7 +537,8 @@ class EpisodeWorker:
                 )
         return actions
 
-    def _step(self, env: Any, slot: _Slot, action: np.ndarray, start: float) -> None:
+    def _step(self, k: int, env: Any, slot: EpisodeState, action: np.ndarray,
+              start: float) -> None:
         try:
             obs, reward, terminated, truncated, info = env.step(action)
         except Exception as e:  # noqa: BLE001 - SimulationUnstableError and MuJoCo errors
@@ -516,13 +546,9 @@ class EpisodeWorker:
                          error=_short_error(e))
             return
         slot.steps += 1
-        if slot.safety is not None:
-            slot.safety.step(action)
-        if self.transition_hook is not None:
-            self.transition_hook(slot.episode_index, slot.obs, action, float(reward))
-        if self.frame_hook is not None:
-            self.frame_hook(slot.episode_index, env)
         reward = float(reward)
+        for _, observer in self._observers:
+            observer.on_step(k, slot, env, slot.obs, action, reward)
         if not math.isfinite(reward):
             self._finish(slot, start, cause="sim_unstable", error=f"non-finite reward {reward!r}")
             return
@@ -535,50 +561,20 @@ class EpisodeWorker:
                 self._finish(slot, start, cause="terminated" if terminated else "timeout")
 
     @staticmethod
-    def _finish(
-        slot: _Slot,
-        start: float,
-        *,
-        success: bool = False,
-        cause: str | None = None,
-        error: str | None = None,
-    ) -> None:
+    def _finish(slot: EpisodeState, start: float, *, success: bool = False,
+                cause: str | None = None, error: str | None = None) -> None:
         slot.done = True
         slot.success = success
         slot.cause = None if success else cause
         slot.error = error
         slot.wall_time_s = time.perf_counter() - start
 
-    def _give_prompts(self, envs: dict[int, Any], slots: list[_Slot]) -> None:
-        """Each slot's instruction of this episode (the ``language`` axis rewrites it), given
-        to the prompted policy and recorded as the language record's ``applied.prompt``."""
-        base = self._prompted.prompt
-        prompts = {}
-        for k, env in envs.items():
-            prompts[k] = text = env.edit_prompt(base)
-            if text != base and not slots[k].done:
-                records = json.loads(slots[k].perturbations)
-                for rec in records:
-                    if rec.get("axis") == "language":
-                        rec["applied"] = {**rec.get("applied", {}), "prompt": text}
-                slots[k].perturbations = json.dumps(records)
-        self._prompted.set_prompts(prompts)
-
-    def _monitor(self, k: int) -> Any:
-        """Env slot ``k``'s safety monitor (one per env, reused across episodes)."""
-        from robogen.rollout.safety import SafetyMonitor
-
-        while len(self._monitors) <= k:
-            self._monitors.append(SafetyMonitor())
-        return self._monitors[k]
-
-    def _result(self, unit: WorkUnit, s: _Slot) -> EpisodeResult:
-        safety = s.safety.metrics() if s.safety is not None else {}
+    def _result(self, unit: WorkUnit, k: int, s: EpisodeState) -> EpisodeResult:
         return unit_result(
             self.manifest, unit, s.episode_index, episode_return=s.ret, length_steps=s.steps,
             success=s.success, cause=s.cause, error=s.error, perturbations_json=s.perturbations,
-            changed_axes=s.changed, wall_time_s=s.wall_time_s, policy_latency_ms=s.latency_ms,
-            **safety,
+            changed_axes=s.changed, wall_time_s=s.wall_time_s,
+            **end_fields(self._observers, k, s),
         )
 
 

@@ -188,7 +188,7 @@ def test_a_diverged_dm_control_state_is_reported_from_mujocos_warnings() -> None
 
     env = PerturbedEnv(make("dm_control/cheetah-run"))
     try:
-        assert find_scene(env).step_checks_state
+        assert find_scene(env).capabilities.step_checks_state
         env.reset(seed=0)
         a = np.zeros(6, np.float32)
         env.step(a)

@@ -4,7 +4,6 @@ kinematics after a recompile, state edits surviving the reset, distractor penetr
 
 from __future__ import annotations
 
-import colorsys
 import math
 
 import mujoco
@@ -14,7 +13,6 @@ import pytest
 from robogen.envs import ENV_FAMILIES, make
 from robogen.errors import MUST_BE_IN_RANGE, InvalidPerturbationError
 from robogen.perturbations import AXES, PerturbedEnv, make_axis
-from robogen.perturbations._util import HUE_SECTORS
 from robogen.perturbations.base import BAD_SPLIT
 from robogen.perturbations.distractors import SHAPES, SPEC_PREFIX
 from robogen.types import SPLITS, AxisLevel
@@ -273,43 +271,10 @@ def test_bad_levels_raise_the_constant_message(pool, axis):
 # ----------------------------------------------------------------------------- splits
 
 
-def _sector(rgb) -> int:
-    return int(math.floor(colorsys.rgb_to_hsv(*rgb)[0] * HUE_SECTORS)) % HUE_SECTORS
-
-
-def _parity(values) -> int:
-    return sum(1 for v in values if v < 0) % 2
-
-
-def split_keys(p) -> set:
-    """The discrete value classes a perturbation draws from (what a split holds out)."""
-    v = p.to_record()["values"]
-    axis = p.axis
-    if axis == "texture":
-        return {(look["group"], look["pattern"], _sector(look["rgb1"]) % 2) for look in v["looks"]}
-    if axis == "distractors":
-        return {(item["shape"], _sector(item["rgb"]) % 2) for item in v["items"]}
-    if axis == "background":
-        return {int(math.floor(h * HUE_SECTORS)) % 2 for h in v["look"]["hues"]}
-    if axis == "camera":
-        return {math.copysign(1.0, v["azimuth_rad"])}
-    if axis == "lighting":
-        return {_sector(v["tint_rgb"]) % 2}
-    if axis == "embodiment":
-        return {_parity([math.log(v[k]) for k in ("length_scale", "mass_scale", "damping_scale",
-                                                   "gain_scale")])}
-    if axis == "physics":
-        return {_parity([math.log(v[k]) for k in ("friction_scale", "object_mass_scale",
-                                                   "gravity_scale")])}
-    if axis == "object_pose":
-        return {_parity([o["offset"] for o in v["offsets"]])}
-    if axis in ("sensor", "action"):  # held-out kinds of corruption / fault
-        return {v["kind"]}
-    if axis == "object_shape":  # held-out shapes
-        return {v["shape"]}
-    if axis == "language":  # held-out templates, replacement words and clauses
-        return ({v["template"]} - {""}) | {new for _, new in v["synonyms"]} | set(v["clauses"])
-    raise AssertionError(f"no split key for axis {axis!r}")
+def split_keys(ax, p) -> frozenset:
+    """The discrete value classes a perturbation draws from (what a split holds out), as
+    its axis declares them from the recorded values."""
+    return ax.split_keys(p.to_record()["values"])
 
 
 @pytest.mark.parametrize("axis", AXIS_NAMES)
@@ -319,7 +284,7 @@ def test_train_and_test_value_sets_are_disjoint(pool, axis):
     keys = {}
     for split in ("train", "test", "all"):
         rng = np.random.default_rng(1)
-        keys[split] = set().union(*(split_keys(ax.sample(rng, 1.0, split, scene))
+        keys[split] = set().union(*(split_keys(ax, ax.sample(rng, 1.0, split, scene))
                                     for _ in range(150)))
     assert keys["train"] and keys["test"]
     assert keys["train"].isdisjoint(keys["test"])

@@ -9,7 +9,7 @@ import numpy as np
 
 from robogen.envs import make
 from robogen.envs.base import find_scene
-from robogen.perturbations import _util as u
+from robogen.perturbations import helpers as u
 
 
 def _array_fields(model: mujoco.MjModel) -> list[str]:

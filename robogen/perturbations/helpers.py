@@ -85,6 +85,19 @@ def split_hue(rng: np.random.Generator, split: str) -> float:
     return (sector + float(rng.uniform(0.0, 1.0))) / HUE_SECTORS
 
 
+def hue_sector(rgb: Sequence[float]) -> int:
+    """The hue sector (0 .. :data:`HUE_SECTORS` - 1) of an RGB colour in [0, 1]: even
+    sectors hold the ``train`` hues of :func:`split_hue`, odd ones the ``test`` hues."""
+    r, g, b = (float(c) for c in rgb)
+    return int(math.floor(colorsys.rgb_to_hsv(r, g, b)[0] * HUE_SECTORS)) % HUE_SECTORS
+
+
+def sign_parity(values: Iterable[float]) -> int:
+    """How many of ``values`` are negative, modulo 2: 0 for the ``train`` sign vectors of
+    :func:`split_signs`, 1 for the ``test`` ones."""
+    return sum(1 for v in values if v < 0) % 2
+
+
 def hsv(h: float, s: float, v: float) -> tuple[float, float, float]:
     """HSV in [0, 1] to an RGB tuple of floats in [0, 1] (rounded to 6 digits)."""
     return tuple(round(float(c), 6) for c in colorsys.hsv_to_rgb(h % 1.0, s, v))  # type: ignore[return-value]
