@@ -1,7 +1,8 @@
 """Ray backend: long-lived actors serving one queue of work units.
 
 ``ray.init(address="local")`` starts an embedded cluster unless ``--address`` (or the
-``RAY_ADDRESS`` environment variable) names an existing one, which is then joined. Each
+``RAY_ADDRESS`` environment variable) names an existing one, which is then joined. The
+embedded cluster listens on 127.0.0.1 only and starts no dashboard. Each
 actor creates its envs and loads the policy once, then runs whole units (never per-step
 calls: inter-process cost per step would dominate).
 
@@ -281,8 +282,38 @@ def _worker_env() -> dict[str, str]:
     return env
 
 
+LOOPBACK = "127.0.0.1"
+"""The node address of an embedded cluster: every server of it (GCS, raylet and object
+manager, the runtime-env agent, the autoscaler monitor's metrics, each worker's and the
+driver's gRPC server) listens on loopback only, so a one-machine evaluation opens no port to
+the machine's network."""
+
+
+@contextlib.contextmanager
+def _loopback_only() -> Iterator[None]:
+    """Let ``ray.init(_node_ip_address="127.0.0.1")`` keep the loopback address.
+
+    ``ray.init`` replaces a loopback node address by the machine's routable one
+    (``services.resolve_ip_for_localhost``) unless ``ray_constants.ENABLE_RAY_CLUSTER`` is
+    off (what Ray does on macOS and Windows, ``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0``); Ray's
+    C++ servers then bind the node address instead of every interface. The constant is read
+    only while the node starts; it is put back after.
+    """
+    import ray._private.ray_constants as ray_constants
+
+    saved = ray_constants.ENABLE_RAY_CLUSTER
+    ray_constants.ENABLE_RAY_CLUSTER = False
+    try:
+        yield
+    finally:
+        ray_constants.ENABLE_RAY_CLUSTER = saved
+
+
 def init_ray(address: str | None = None, num_cpus: int | None = None) -> None:
     """Join ``address`` (or ``$RAY_ADDRESS``), or start an embedded local cluster (idempotent).
+
+    The embedded cluster listens on loopback only (:data:`LOOPBACK`, no dashboard); a
+    joined cluster is used as it was started.
 
     Raises:
         WorkerSetupError: If nothing answers at the address, or it needs an auth token.
@@ -303,7 +334,8 @@ def init_ray(address: str | None = None, num_cpus: int | None = None) -> None:
         os.environ.pop("RAY_ADDRESS", None)
         if num_cpus is not None:
             kwargs["num_cpus"] = num_cpus
-        ray.init(**kwargs)
+        with _loopback_only():
+            ray.init(**kwargs, _node_ip_address=LOOPBACK)
         reclaim_sigterm()  # Ray's driver handler dumps its stack and aborts: ours ends cleanly
         return
     _check_reachable(address, source)
