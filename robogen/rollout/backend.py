@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
 from robogen.errors import InvalidSpecError, RobogenError
-from robogen.rollout.faults import FaultRecord, FaultSink
+from robogen.rollout.faults import FaultRecord, FaultSink, UnitPlacement
 from robogen.types import EpisodeResult, EvalManifest, WorkUnit
 
 OnUnit = Callable[[WorkUnit, list[EpisodeResult]], None]
@@ -115,10 +115,13 @@ class WorkerSetupError(RobogenError, RuntimeError):
 class Backend(Protocol):
     """Runs work units of one manifest and reports each finished unit.
 
-    ``fault_sink`` (an attribute) receives every worker loss and unit retry.
+    ``fault_sink`` (an attribute) receives every worker loss and unit retry; ``ran_on``
+    (an attribute) holds where each unit reported to ``on_unit`` ran (its last attempt), set
+    before ``on_unit`` is called.
     """
 
     fault_sink: FaultSink | None
+    ran_on: dict[int, UnitPlacement]
 
     def start(self) -> None:
         """Start the workers now, so set-up errors surface before anything is stored.
@@ -161,11 +164,13 @@ DIED = "worker {worker} died running this unit ({attempts} attempts): {error}"
 
 
 class _Emitter:
-    """Buffers fault records until a sink is attached, then forwards them."""
+    """Buffers fault records until a sink is attached, then forwards them; keeps where each
+    unit ran (``ran_on``)."""
 
     def __init__(self) -> None:
         self.fault_sink: FaultSink | None = None
         self._pending: list[FaultRecord] = []
+        self.ran_on: dict[int, UnitPlacement] = {}
 
     def _fault(self, record: FaultRecord) -> None:
         self._pending.append(record)
@@ -318,6 +323,7 @@ class SerialBackend(_Emitter):
                 results = failed_unit_results(
                     self.manifest, unit, "infra_timeout",
                     TIMED_OUT.format(budget=budget, worker=name, attempts=MAX_UNIT_ATTEMPTS))
+            self.ran_on[unit.unit_id] = UnitPlacement(name)
             on_unit(unit, results)
 
     def close(self) -> None:

@@ -21,7 +21,10 @@ Faults never hang a run (issue 8):
   driver only) is a :class:`~robogen.rollout.backend.WorkerSetupError` naming the
   worker's own error, raised before any unit runs.
 
-Every loss and retry is a :class:`~robogen.rollout.faults.FaultRecord`.
+Every loss, retry and replacement is a :class:`~robogen.rollout.faults.FaultRecord`; a lost
+node is one that died during this run (:class:`~robogen.rollout.nodes.NodeWatch`), and each
+stored unit names the worker and node that ran it
+(:class:`~robogen.rollout.faults.UnitPlacement`).
 
 Ray is imported only in this module (an optional edge of the package).
 """
@@ -58,7 +61,8 @@ from robogen.rollout.backend import (
     load_budget_s,
     unit_budget_s,
 )
-from robogen.rollout.faults import FaultRecord
+from robogen.rollout.faults import FaultRecord, UnitPlacement
+from robogen.rollout.nodes import NodeWatch
 from robogen.types import EpisodeResult, EvalManifest, WorkUnit, to_dict
 
 _XLA_CPU_ONE_THREAD = "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"
@@ -401,6 +405,7 @@ class _Actor:
     node: str = ""
     pid: int = 0
     gpus: float = 0.0
+    replaces: tuple[str, str, str] | None = None  # (fault kind, worker, node) of a lost one
 
 
 def _actor_name(handle: Any) -> str:
@@ -434,7 +439,8 @@ class RayBackend(_Emitter):
         self.size = 0
         self.idle: deque[_Actor] = deque()
         self.starting: dict[Any, _Actor] = {}
-        self._lost_nodes: set[str] = set()
+        self._nodes: NodeWatch | None = None  # the nodes dead before the run are not its own
+        self._lost: deque[tuple[str, str, str]] = deque()  # (kind, worker, node) to replace
         self._free_indices: set[int] = set()
         self._next_index = 0
         self._running: dict[Any, tuple[_Actor, WorkUnit, float, float]] = {}
@@ -479,14 +485,23 @@ class RayBackend(_Emitter):
         return index
 
     def _spawn(self) -> None:
-        """Start an actor."""
+        """Start an actor (in place of the oldest lost one not replaced yet, if any: a
+        ``replaced`` fault record once it is up)."""
         index = self._take_index()
         handle = self._actor_cls.remote(self._mdict, self._device, index, load_budget_s(
             self.manifest, self.options.unit_timeout_s))
         actor = _Actor(handle, _actor_name(handle), time.monotonic(), index=index,
-                       gpus=self.options.num_gpus_per_worker)
+                       gpus=self.options.num_gpus_per_worker,
+                       replaces=self._lost.popleft() if self._lost else None)
         actor.ping = handle.ping.remote()
         self.starting[actor.ping] = actor
+
+    def _top_up(self, todo: deque[WorkUnit]) -> None:
+        """Start actors up to the pool size while units wait (replacements of lost ones)."""
+        alive = len(self.idle) + len(self._running) + len(self.starting)
+        if todo and alive < self.size:
+            for _ in range(self.size - alive):
+                self._spawn()
 
     def _adopt(self, actor: _Actor) -> None:
         """Take over an actor a closed backend parked (:func:`reuse_workers`): it loads this
@@ -517,6 +532,8 @@ class RayBackend(_Emitter):
                  num_cpus=max(opts.workers or 0, os.cpu_count() or 1) if embedded else None)
         self._actor_cls = ray.remote(num_cpus=1, num_gpus=opts.num_gpus_per_worker,
                                      max_restarts=0)(_WorkerActor)
+        with contextlib.suppress(Exception):  # bookkeeping only
+            self._nodes = NodeWatch(ray.nodes())
         deadline = time.monotonic() + opts.startup_timeout_s
         adopted = _take_parked(opts.num_gpus_per_worker)
         # they hold their resources: see which are alive, then size; each keeps its index
@@ -568,6 +585,11 @@ class RayBackend(_Emitter):
             self._note_lost_nodes()
             return
         actor.node, actor.pid = str(info["node"]), int(info["pid"])
+        if actor.replaces is not None and not info["error"]:
+            kind, old, old_node = actor.replaces
+            self._fault(FaultRecord.now(
+                kind, action="replaced", worker=actor.name,  # type: ignore[arg-type]
+                node=actor.node, error=f"in place of {old} on node {old_node[:12] or '?'}"))
         if info["error"]:
             self._kill(actor)
             node = actor.node[:12] or "?"
@@ -588,16 +610,18 @@ class RayBackend(_Emitter):
                     error=f"not started within {self.options.startup_timeout_s:g} s "
                           "(the cluster could not place it)"))
 
-    def _note_lost_nodes(self) -> None:
-        ray = _ray()
+    def _note_lost_nodes(self, suspect: str = "") -> None:
+        """Record the nodes lost since the run started (:class:`NodeWatch`); ``suspect`` is
+        the node of a worker that just died."""
+        if self._nodes is None:
+            return
         try:
-            dead = {n["NodeID"] for n in ray.nodes() if not n.get("Alive", True)}
+            lost = self._nodes.lost(_ray().nodes(), suspect)
         except Exception:  # noqa: BLE001 - bookkeeping only
             return
-        for node in sorted(dead - self._lost_nodes):
-            self._lost_nodes.add(node)
+        for node, why in lost:
             self._fault(FaultRecord.now("node_lost", action="dropped", node=node,
-                                        cause="worker_died", error="Ray reports the node dead"))
+                                        cause="worker_died", error=why))
 
     def _kill(self, actor: _Actor) -> None:
         self._free_indices.add(actor.index)
@@ -628,6 +652,7 @@ class RayBackend(_Emitter):
                              error: str, budget: float = 0.0) -> None:
             n = attempts[unit.unit_id]
             last = n >= MAX_UNIT_ATTEMPTS
+            self._lost.append((kind, actor.name, actor.node))
             self._fault(FaultRecord.now(
                 kind, action="recorded" if last else "retried",  # type: ignore[arg-type]
                 unit_id=unit.unit_id, attempt=n, worker=actor.name, node=actor.node,
@@ -639,6 +664,7 @@ class RayBackend(_Emitter):
             msg = (TIMED_OUT.format(budget=budget, worker=worker, attempts=n)
                    if cause == "infra_timeout"
                    else DIED.format(worker=worker, attempts=n, error=error))
+            self.ran_on[unit.unit_id] = UnitPlacement(actor.name, actor.node)
             on_unit(unit, failed_unit_results(self.manifest, unit, cause, msg))
 
         while todo or running:
@@ -648,10 +674,7 @@ class RayBackend(_Emitter):
                 budget = unit_budget_s(self.manifest, unit, self.options.unit_timeout_s)
                 ref = actor.handle.run_unit.remote(to_dict(unit), budget)
                 running[ref] = (actor, unit, time.monotonic(), budget)
-            alive = len(self.idle) + len(running) + len(self.starting)
-            if todo and alive < self.size:
-                for _ in range(self.size - alive):
-                    self._spawn()
+            self._top_up(todo)
             if todo and not running and not self.idle:
                 stalled_since = stalled_since or time.monotonic()
                 if time.monotonic() - stalled_since > self.options.startup_timeout_s:
@@ -674,13 +697,15 @@ class RayBackend(_Emitter):
                     rows = ray.get(ref)
                 except ray.exceptions.RayActorError as e:
                     self._free_indices.add(actor.index)
-                    self._note_lost_nodes()
+                    self._note_lost_nodes(suspect=actor.node)
                     give_up_or_retry(actor, unit, "actor_died", "worker_died", _first_line(e))
+                    self._top_up(todo)  # the replacement starts while the others run
                     continue
                 except ray.exceptions.RayTaskError as e:
                     self._kill(actor)
                     raise e.as_instanceof_cause() from None  # a setup error of the condition
                 self.idle.append(actor)
+                self.ran_on[unit.unit_id] = UnitPlacement(actor.name, actor.node)
                 on_unit(unit, [EpisodeResult.from_dict(r) for r in rows])
             now = time.monotonic()
             for ref, (actor, unit, t0, budget) in list(running.items()):
@@ -690,6 +715,10 @@ class RayBackend(_Emitter):
                     give_up_or_retry(actor, unit, "unit_timeout", "infra_timeout",
                                      f"no result after {budget:g} s; actor killed", budget)
             self._drop_late_starters()
+        if self.starting:  # replacements up by now are recorded (and kept for a next run)
+            ready, _ = ray.wait(list(self.starting), num_returns=len(self.starting), timeout=0)
+            for ref in ready:
+                self._on_ping(ref)
 
     def close(self, shutdown: bool | None = None) -> None:
         """Kill the actors; shut Ray down if this backend started it (and ``shutdown``).

@@ -3,8 +3,9 @@
 ``robogen eval`` (new runs and ``--resume``), ``robogen check`` (look by look) and
 ``robogen scale`` all run their episodes through :class:`EvalSession`: plan the
 manifest's units, skip those with a stored part, run the rest on a
-:class:`~robogen.rollout.backend.Backend`, write each finished unit atomically, and append
-every worker loss or retry to ``faults.jsonl``.
+:class:`~robogen.rollout.backend.Backend`, write each finished unit atomically (with the
+worker and node that ran it in the part's metadata), and append every worker loss, retry and
+replacement to ``faults.jsonl`` (one line on the terminal each).
 """
 
 from __future__ import annotations
@@ -12,8 +13,9 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Sequence
 from types import TracebackType
 
+from robogen._console import print_message
 from robogen.rollout.backend import Backend
-from robogen.rollout.faults import FaultRecord, append_fault
+from robogen.rollout.faults import FaultRecord, append_fault, fault_line
 from robogen.rollout.plan import make_units
 from robogen.rollout.store import ResultStore
 from robogen.types import EpisodeResult, WorkUnit
@@ -36,6 +38,7 @@ class EvalSession:
 
     def _record_fault(self, record: FaultRecord) -> None:
         append_fault(self.store.run_dir, record)
+        print_message("warning", fault_line(record), style="bold yellow")
 
     def units(self) -> tuple[WorkUnit, ...]:
         """Every unit of the manifest, in plan order."""
@@ -71,7 +74,8 @@ class EvalSession:
 
         def on_unit(unit: WorkUnit, results: list[EpisodeResult]) -> None:
             nonlocal count
-            self.store.write_unit(unit.unit_id, results)
+            self.store.write_unit(unit.unit_id, results,
+                                  ran_on=self.backend.ran_on.get(unit.unit_id))
             count += len(results)
             if progress:
                 progress(count, total)
