@@ -718,7 +718,8 @@ class RayBackend(_Emitter):
         if self.starting:  # replacements up by now are recorded (and kept for a next run)
             ready, _ = ray.wait(list(self.starting), num_returns=len(self.starting), timeout=0)
             for ref in ready:
-                self._on_ping(ref)
+                with contextlib.suppress(WorkerSetupError):  # every unit is stored already
+                    self._on_ping(ref)
 
     def close(self, shutdown: bool | None = None) -> None:
         """Kill the actors; shut Ray down if this backend started it (and ``shutdown``).
