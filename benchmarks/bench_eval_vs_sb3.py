@@ -11,9 +11,9 @@ times each:
 * (B) a plain script: SB3's ``evaluate_policy`` over a ``DummyVecEnv`` of 8
   ``Reacher-v5`` envs wrapped in ``VecNormalize`` with the same statistics
   (``training=False``, ``norm_reward=False``), 400 episodes, deterministic actions,
-  torch's default thread count unless ``--sb3-torch-threads`` is given (robogen's
-  workers run torch on one thread; on a loaded machine torch's default threads cost
-  the SB3 script several times its single-thread CPU time).
+  torch on one thread, as robogen's workers run it (``--sb3-torch-threads 0``: torch's
+  default thread count, as a plain script has; on a loaded machine torch's default threads
+  cost the SB3 script several times its single-thread CPU time).
 
 Wall time is the child's elapsed time; CPU time is its user + system time
 (``resource.getrusage(RUSAGE_CHILDREN)``). The ratios are A over B (< 1: robogen
@@ -22,6 +22,13 @@ is faster), medians over the runs, with every run's pair printed. Then (unless
 in-process, prints where the time went: imports, set-up (config, env, policy load,
 probe), the worker's start, rollouts with the Parquet parts, and the report; for SB3:
 imports, envs, ``PPO.load``, ``evaluate_policy``.
+
+``--fit`` on a loaded 2-core machine (load ~12; N=40 and 10, 2-17 conditions, one run each):
+CPU 3.37 s + 0.033 s per condition + 4.65 ms per episode (wall 10.5 s + 0.78 s per condition +
+15 ms per episode, too noisy under that load to read: a 9-condition run finished before a
+5-condition one). In-process stages of a 17-condition run: 0.06 s of wall per condition in the
+episodes (unit hand-over, resets), figures 0.16 -> 0.34 s CPU from 2 to 17 conditions, report
+build 0.02 s: no fixed per-condition cost of ~0.5 s is left to remove there.
 
 Last measured (N=200, 4 pairs, SB3 on torch's default threads, quiet machine, load ~1):
 wall 0.99x (pairs 0.98, 0.95, 1.01, 1.10), CPU 0.78x; a second set of 4 pairs 1.02x (1.05, 0.85,
@@ -49,10 +56,17 @@ What made ``robogen eval`` cheaper (numbers in docs/benchmarks.md):
   started with the evaluation, so matplotlib is imported on the other core while the
   episodes run (report stage 1.4 -> 0.74 s).
 
+``--fit`` instead times ``robogen eval`` alone over a grid of condition counts (2, 5, 9
+and 17: the physics, action, sensor and embodiment axes at 1 or 4 severities) and episodes
+per condition (``--episodes`` and a quarter of it), and fits wall and CPU time as
+``a + b * conditions + c * episodes`` by least squares: ``b`` is the fixed cost of a
+condition beyond its episodes.
+
 Usage::
 
     python benchmarks/bench_eval_vs_sb3.py              # 4 runs each, 200 episodes per condition
     python benchmarks/bench_eval_vs_sb3.py --runs 1 --episodes 50
+    python benchmarks/bench_eval_vs_sb3.py --fit --episodes 40
 """
 
 from __future__ import annotations
@@ -187,21 +201,58 @@ def _timed(cmd: list[str], env: dict[str, str]) -> tuple[float, float, str]:
     return wall, cpu, proc.stdout
 
 
+FIT_GRID = (("physics", "1"), ("physics", "0.25,0.5,0.75,1"),
+            ("physics,action", "0.25,0.5,0.75,1"),
+            ("physics,action,sensor,embodiment", "0.25,0.5,0.75,1"))
+"""(axes, severities) of ``--fit``: 2, 5, 9 and 17 conditions (nominal + one per level)."""
+
+
+def _fit(episodes: int, runs: int, env: dict[str, str]) -> None:
+    """Time ``robogen eval`` over :data:`FIT_GRID` x (episodes, episodes // 4) and print the
+    least-squares fit ``time = a + b * conditions + c * episodes`` of wall and CPU time."""
+    import numpy as np
+
+    rows: list[tuple[int, int, float, float]] = []
+    with tempfile.TemporaryDirectory(prefix="bench_fit_") as tmp:
+        for run in range(runs):
+            for n_ep in (episodes, max(1, episodes // 4)):
+                for i, (axes, sevs) in enumerate(FIT_GRID):
+                    n_cond = 1 + len(axes.split(",")) * len(sevs.split(","))
+                    cmd = [sys.executable, "-m", "robogen.cli", "eval",
+                           "--env", "gymnasium/Reacher-v5", "--policy", f"sb3:{MODEL}",
+                           "--vecnormalize", str(STATS), "--axes", axes, "--severities", sevs,
+                           "--no-combined", "--episodes", str(n_ep), "--backend", "serial",
+                           "--videos", "0", "--out", str(Path(tmp) / f"r{run}-{n_ep}-{i}")]
+                    wall, cpu, _ = _timed(cmd, env)
+                    rows.append((n_cond, n_cond * n_ep, wall, cpu))
+                    print(f"{n_cond:3d} conditions x {n_ep:4d} episodes: wall {wall:6.2f} s  "
+                          f"cpu {cpu:6.2f} s", flush=True)
+    x = np.array([[1.0, c, e] for c, e, _, _ in rows])
+    for k, name in ((2, "wall"), (3, "cpu")):
+        a, b, c = np.linalg.lstsq(x, np.array([r[k] for r in rows]), rcond=None)[0]
+        print(f"{name}: {a:.2f} s + {b:.3f} s per condition + {1000 * c:.2f} ms per episode")
+
+
 def main() -> None:
     """Run A and B alternately ``--runs`` times each and print times and ratios."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--runs", type=int, default=4, help="runs of each side (alternating)")
     ap.add_argument("--episodes", type=int, default=200,
                     help="episodes per robogen condition (SB3 runs twice as many)")
-    ap.add_argument("--sb3-torch-threads", type=int, default=0,
-                    help="torch threads of the SB3 script (0: torch's default, as a plain "
-                         "script has; robogen's workers use 1)")
+    ap.add_argument("--sb3-torch-threads", type=int, default=1,
+                    help="torch threads of the SB3 script (default 1, as robogen's workers; "
+                         "0: torch's default, as a plain script has)")
+    ap.add_argument("--fit", action="store_true",
+                    help="fit robogen's time as a + b * conditions + c * episodes instead")
     ap.add_argument("--no-breakdown", action="store_true",
                     help="skip the extra run of each side that prints where its time went")
     args = ap.parse_args()
     if args.runs < 1 or args.episodes < 1:
         sys.exit(f"--runs and --episodes must be >= 1, got {args.runs} and {args.episodes}")
     env = {**os.environ, "PYTHONPATH": str(ROOT), "MUJOCO_GL": os.environ.get("MUJOCO_GL", "egl")}
+    if args.fit:
+        _fit(args.episodes, args.runs, env)
+        return
     rows: dict[str, list[tuple[float, float]]] = {"robogen": [], "sb3": []}
     with tempfile.TemporaryDirectory(prefix="bench_eval_") as tmp:
         script = Path(tmp) / "sb3_eval.py"

@@ -3,8 +3,9 @@
 Exit codes: 0 success; 1 a failed check (``robogen check``); 2 invalid input or a set-up error
 (nothing written); 3 ``robogen eval`` finished but a condition has too many invalid episodes
 (the simulator or the machinery failed, e.g. a policy server down: its numbers are not
-measurements); 130 interrupted by Ctrl-C, 143 by SIGTERM (a batch scheduler, ``docker stop``):
-the stored parts are kept, ``robogen eval --resume RUN_DIR`` finishes the run.
+measurements), or the policy raised in every nominal episode; 130 interrupted by Ctrl-C, 143
+by SIGTERM (a batch scheduler, ``docker stop``): the stored parts are kept,
+``robogen eval --resume RUN_DIR`` finishes the run.
 """
 
 from __future__ import annotations
@@ -36,7 +37,8 @@ from robogen.progress import ProgressBars, report_line, say_checking, start_line
 EXIT_CODES = (
     "Exit codes: 0 done; 1 robogen check found a regression; 2 invalid input or a set-up error "
     "(nothing written); 3 robogen eval finished, but a condition has too many invalid episodes "
-    "(simulator or infrastructure failures, e.g. a policy server down: not a measurement); "
+    "(simulator or infrastructure failures, e.g. a policy server down: not a measurement) "
+    "or the policy raised in every nominal episode; "
     "130 interrupted (Ctrl-C) and 143 terminated (SIGTERM): robogen eval --resume RUN_DIR "
     "finishes the run."
 )
@@ -54,6 +56,10 @@ INVALID_RUN = (
     "{run}: {n} condition(s) have too many invalid episodes ({names}): the simulator or the "
     "machinery failed (see the causes in report.md), so their numbers are not measurements; "
     "once the cause is fixed, rerun those units with: robogen eval --resume {run}"
+)
+POLICY_ALWAYS_RAISED = (
+    "{run}: the policy raised in every episode of the nominal condition ({error}): the run "
+    "measured its errors, not its behaviour; fix the policy and run the evaluation again"
 )
 
 
@@ -109,7 +115,8 @@ def _stopped(e: BaseException) -> str:
 
 def _exit_if_invalid(run_dirs: Sequence[Path]) -> None:
     """Exit :data:`EXIT_INVALID_EPISODES` if a run's report has a condition with too many
-    invalid episodes (``Report.invalid_conditions``), naming them on stderr."""
+    invalid episodes (``Report.invalid_conditions``), or a policy that raised in every
+    nominal episode (``Report.policy_always_raised``), naming them on stderr."""
     from robogen.reports.writers import load_report
 
     lines = []
@@ -117,9 +124,13 @@ def _exit_if_invalid(run_dirs: Sequence[Path]) -> None:
         path = Path(run_dir) / "report.json"
         if not path.is_file():
             continue
-        bad = load_report(path).invalid_conditions()
+        report = load_report(path)
+        bad = report.invalid_conditions()
         if bad:
             lines.append(INVALID_RUN.format(run=run_dir, n=len(bad), names=", ".join(bad)))
+        raised = report.policy_always_raised()
+        if raised is not None:
+            lines.append(POLICY_ALWAYS_RAISED.format(run=run_dir, error=raised or "policy_error"))
     if lines:
         from robogen._console import print_error
 
@@ -166,7 +177,8 @@ def eval_cmd(**given: Any) -> None:
 
     Exit codes: 0 done; 2 invalid input or a set-up error (nothing written); 3 finished, but a
     condition has too many invalid episodes (the simulator or the machinery failed: not a
-    measurement; --resume reruns them); 130 interrupted (Ctrl-C), 143 terminated (SIGTERM).
+    measurement; --resume reruns them) or the policy raised in every nominal episode; 130
+    interrupted (Ctrl-C), 143 terminated (SIGTERM).
     """
     from robogen.reports import evaluation
 

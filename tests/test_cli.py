@@ -139,7 +139,7 @@ def test_existing_run_dir_is_not_overwritten(tmp_path):
 
 @pytest.mark.parametrize(
     ("factory", "needle"),
-    [("wrong_shape", "returned (2, 3) for a batch of 2"),
+    [("wrong_shape", "returned (1, 3) for a batch of 1"),
      ("first_row_only", "returned (1, 6) for a batch of 2"),
      ("raising_reset", "boom in reset")],
 )

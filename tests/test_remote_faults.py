@@ -127,7 +127,7 @@ def test_a_replacement_worker_loads_within_the_unit_budget(tmp_path, servers):
     from robogen.rollout.runner import plan_units, prepare
     from robogen.rollout.worker import EpisodeWorker
 
-    srv = fixture_server(servers, mode="hang", after=3)  # the driver's probes are answered
+    srv = fixture_server(servers, mode="hang", after=PROBES - 1)  # the driver's are answered
     cfg = load_eval_config(None, env=ENV, policy=f"remote:{srv.url}?timeout_s=10",
                            axes=["physics"], severities=[1.0], episodes=2, max_steps=5,
                            backend="serial", videos=0)

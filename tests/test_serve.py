@@ -143,8 +143,9 @@ def test_action_chunks_match_in_process_chunking(tmp_path, servers, replan):
     assert outcomes(other) != outcomes(ref)  # chunking changes the episodes: the test can fail
 
 
-# probes: 1 (loader in the driver) + 2 (the runner's batch-of-2 probe) + 1 (the worker's loader)
-PROBES = 4
+# probes: 1 (loader in the driver) + 1 + 2 (the runner's probe: batches of 1 and 2) + 1 (the
+# worker's loader)
+PROBES = 5
 
 
 @pytest.mark.parametrize("mode", ["error", "hang", "die"])

@@ -21,10 +21,10 @@ from robogen.perturbations import AXES
 from robogen.reports.build import build_report
 from robogen.reports.plot_worker import PlotWorker
 from robogen.reports.sequential import sequential_planner
-from robogen.reports.writers import write_report
+from robogen.reports.writers import report_write_error, write_report
 from robogen.rollout.faults import load_faults
 from robogen.rollout.gpu import hardware_summary, read_placements
-from robogen.rollout.replay import existing_videos
+from robogen.rollout.replay import VIDEO_DIR, existing_videos
 from robogen.rollout.runner import (
     ProgressFn,
     ResumeOptions,
@@ -131,7 +131,11 @@ def finish_report(
     if videos > 0:
         from robogen.reports.failure_videos import film_failures
 
-        video_files = film_failures(store, results, per_axis=videos)
+        try:
+            video_files = film_failures(store, results, per_axis=videos)
+        except OSError as e:  # a full disk: named like a report file's
+            raise report_write_error(report, store.run_dir,
+                                     e.filename or store.run_dir / VIDEO_DIR, e) from e
     files = write_report(report, store.run_dir, videos=video_files,
                          draw=plotter.draw if plotter is not None else None)
     return EvalOutcome(store.run_dir, len(results), dict(files))

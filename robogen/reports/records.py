@@ -284,6 +284,15 @@ class Report(Record):
                 if g.status == STATUS_INVALID]
         return tuple(dict.fromkeys(bad))
 
+    def policy_always_raised(self) -> str | None:
+        """The error of a policy that raised in every valid episode of the nominal condition
+        (every one ended in ``policy_error``: the run measured no behaviour of the policy, and
+        ``robogen eval`` exits 3), else None."""
+        nominal = next((c for c in self.conditions if c.condition == "nominal"), None)
+        if nominal is None or nominal.n == 0 or nominal.causes.get("policy_error", 0) < nominal.n:
+            return None
+        return next((msg for cause, msg, _ in self.errors if cause == "policy_error"), "")
+
     def to_dict(self) -> dict[str, Any]:
         """Strict-JSON dict (non-finite floats become ``null``)."""
         return encode(self, allow_nan=False)

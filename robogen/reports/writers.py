@@ -21,7 +21,7 @@ from pathlib import Path
 from urllib.parse import quote
 
 from robogen._atomic import write_atomic
-from robogen.errors import InvalidSpecError, RunDirError
+from robogen.errors import InvalidSpecError, RunDirError, StoreWriteError
 from robogen.reports.html_parts import CSS, NA, folded_table, gap_ci, html_table, level_label
 from robogen.reports.plot_worker import draw_in_process
 from robogen.reports.provenance import (
@@ -51,6 +51,12 @@ REPORT_HTML = "report.html"
 PLOTS_DIR = "plots"
 
 NO_REPORT = "no {name} in {path}; build it with: robogen report {run_dir}"
+REPORT_WRITE_FAILED = (
+    "cannot write {path!r} ({why}); all {n} episodes of the run are stored in {run_dir!r}; "
+    "make room (or make it writable) and rebuild the report with: robogen report {run_dir}"
+)
+"""Message of the :class:`~robogen.errors.StoreWriteError` of a report file that could not be
+written (a full disk): the episodes are all stored, ``robogen report`` rebuilds it."""
 CORRUPT_REPORT = (
     "{path} is not a valid robogen report ({why}); rebuild it with: robogen report {run_dir}"
 )
@@ -84,6 +90,9 @@ def write_report(
     Raises:
         RunDirError: If ``run_dir`` is not a directory.
         InvalidSpecError: If a video path is a URL or lies outside ``run_dir``.
+        StoreWriteError: If a file cannot be written (a full disk, a read-only folder):
+            :data:`REPORT_WRITE_FAILED`, naming the file; no partial file is left (each is
+            written to a temporary and moved into place).
     """
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
@@ -91,21 +100,40 @@ def write_report(
     links = _video_links(run_dir, videos or {})
     written: dict[str, Path] = {}
     images: dict[str, bytes] = {}
+
+    def put(path: Path, data: bytes) -> Path:
+        try:
+            return atomic_write_bytes(path, data)
+        except OSError as e:
+            raise report_write_error(report, run_dir, path, e) from e
+
+    # the small files first: on a nearly full disk the numbers are kept
+    text = json.dumps(report.to_dict(), indent=2, allow_nan=False) + "\n"
+    written["json"] = put(run_dir / REPORT_JSON, text.encode())
+    infos = video_infos(run_dir, links)
+    written["md"] = put(
+        run_dir / REPORT_MD, render_markdown(report, videos=links, video_info=infos).encode()
+    )
     if plots:
         images = (draw or draw_in_process)(report)
         (run_dir / PLOTS_DIR).mkdir(exist_ok=True)
         for key, data in images.items():
-            written[f"plot_{key}"] = atomic_write_bytes(run_dir / PLOTS_DIR / PLOT_FILES[key], data)
-    text = json.dumps(report.to_dict(), indent=2, allow_nan=False) + "\n"
-    written["json"] = atomic_write_bytes(run_dir / REPORT_JSON, text.encode())
-    infos = video_infos(run_dir, links)
-    written["md"] = atomic_write_bytes(
-        run_dir / REPORT_MD, render_markdown(report, videos=links, video_info=infos).encode()
-    )
+            written[f"plot_{key}"] = put(run_dir / PLOTS_DIR / PLOT_FILES[key], data)
     page = render_html(report, images=images, videos=links, video_info=infos,
                        posters=video_posters(run_dir, links, infos))
-    written["html"] = atomic_write_bytes(run_dir / REPORT_HTML, page.encode())
+    written["html"] = put(run_dir / REPORT_HTML, page.encode())
     return written
+
+
+def report_write_error(report: Report, run_dir: Path, path: Path | str,
+                       e: OSError) -> StoreWriteError:
+    """The :data:`REPORT_WRITE_FAILED` error of ``path`` (a report file, plot or video of
+    ``report``'s run in ``run_dir``) that failed with ``e``; the episode count is the
+    report's (every recorded episode, valid or not)."""
+    n = sum(c.n + c.n_invalid for c in report.conditions)
+    why = e.strerror or (str(e).strip().splitlines() or [type(e).__name__])[0]
+    return StoreWriteError(REPORT_WRITE_FAILED.format(
+        path=str(path), why=why, n=n, run_dir=str(run_dir)))
 
 
 def load_report(path: Path) -> Report:

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
 from robogen.errors import InvalidSpecError, RobogenError
-from robogen.rollout.faults import FaultRecord, FaultSink
+from robogen.rollout.faults import FaultRecord, FaultSink, UnitPlacement
 from robogen.rollout.gpu import RENDER_DEVICES, PlacementSink, WorkerPlacement
 from robogen.types import EpisodeResult, EvalManifest, WorkUnit
 
@@ -126,10 +126,13 @@ class Backend(Protocol):
     """Runs work units of one manifest and reports each finished unit.
 
     ``fault_sink`` (an attribute) receives every worker loss and unit retry;
-    ``placement_sink`` each worker's placement (node, GPU, EGL device, renderer) as it starts.
+    ``placement_sink`` each worker's placement (node, GPU, EGL device, renderer) as it starts;
+    ``ran_on`` (an attribute) holds where each unit reported to ``on_unit`` ran (its last
+    attempt), set before ``on_unit`` is called.
     """
 
     fault_sink: FaultSink | None
+    ran_on: dict[int, UnitPlacement]
 
     @property
     def placement_sink(self) -> PlacementSink | None:
@@ -180,13 +183,15 @@ DIED = "worker {worker} died running this unit ({attempts} attempts): {error}"
 
 
 class _Emitter:
-    """Buffers fault and placement records until a sink is attached, then forwards them."""
+    """Buffers fault and placement records until a sink is attached, then forwards them;
+    keeps where each unit ran (``ran_on``)."""
 
     def __init__(self) -> None:
         self.fault_sink: FaultSink | None = None
         self._placement_sink: PlacementSink | None = None
         self._pending: list[FaultRecord] = []
         self._placements: list[WorkerPlacement] = []
+        self.ran_on: dict[int, UnitPlacement] = {}
 
     @property
     def placement_sink(self) -> PlacementSink | None:
@@ -384,6 +389,7 @@ class SerialBackend(_Emitter):
                 results = failed_unit_results(
                     self.manifest, unit, "infra_timeout",
                     TIMED_OUT.format(budget=budget, worker=name, attempts=MAX_UNIT_ATTEMPTS))
+            self.ran_on[unit.unit_id] = UnitPlacement(name)
             on_unit(unit, results)
 
     def close(self) -> None:

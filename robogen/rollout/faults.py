@@ -62,6 +62,41 @@ class FaultRecord(Record):
 FaultSink = Callable[[FaultRecord], None]
 
 
+@dataclass(frozen=True, slots=True)
+class UnitPlacement(Record):
+    """Where a unit's stored episodes ran (its last attempt), kept in its part's metadata.
+
+    Attributes:
+        worker: The worker (``ray:<actor id>`` or ``serial:<pid>``).
+        node: Ray node id of the worker ("" for the serial backend).
+    """
+
+    worker: str
+    node: str = ""
+
+
+def _short(node: str) -> str:
+    return node[:12] or "?"
+
+
+def fault_line(record: FaultRecord) -> str:
+    """One terminal line for ``record``: what was lost or started, where, and what follows."""
+    r = record
+    where = f"{r.worker or 'a worker'} on node {_short(r.node)}" if r.node else (
+        r.worker or "a worker")
+    unit = f"unit {r.unit_id}" if r.unit_id >= 0 else ""
+    then = {"retried": f"{unit} runs again", "recorded": f"the episodes of {unit} are recorded "
+            f"as {r.cause}", "dropped": "the run goes on with the other workers"}
+    if r.action == "replaced":
+        return f"worker {where} started in place of a lost one ({r.error})"
+    if r.kind == "node_lost":
+        return f"node {_short(r.node)} lost ({r.error}); its units run on the other nodes"
+    what = {"actor_died": f"worker {where} died" + (f" running {unit}" if unit else ""),
+            "unit_timeout": f"{unit} ran past its budget on worker {where}",
+            "actor_start_timeout": f"worker {where} did not start"}.get(r.kind, r.kind)
+    return f"{what} ({r.error}); {then.get(r.action, r.action)}"
+
+
 def append_fault(run_dir: Path, record: FaultRecord) -> None:
     """Append ``record`` as one JSON line to ``run_dir/faults.jsonl`` (flushed at once)."""
     with open(Path(run_dir) / FAULTS, "a", encoding="utf-8") as f:

@@ -1,7 +1,8 @@
 """Ray backend: long-lived actors serving one queue of work units.
 
 ``ray.init(address="local")`` starts an embedded cluster unless ``--address`` (or the
-``RAY_ADDRESS`` environment variable) names an existing one, which is then joined. Each
+``RAY_ADDRESS`` environment variable) names an existing one, which is then joined. The
+embedded cluster listens on 127.0.0.1 only and starts no dashboard. Each
 actor creates its envs and loads the policy once, then runs whole units (never per-step
 calls: inter-process cost per step would dominate).
 
@@ -20,7 +21,10 @@ Faults never hang a run (issue 8):
   driver only) is a :class:`~robogen.rollout.backend.WorkerSetupError` naming the
   worker's own error, raised before any unit runs.
 
-Every loss and retry is a :class:`~robogen.rollout.faults.FaultRecord`.
+Every loss, retry and replacement is a :class:`~robogen.rollout.faults.FaultRecord`; a lost
+node is one that died during this run (:class:`~robogen.rollout.nodes.NodeWatch`), and each
+stored unit names the worker and node that ran it
+(:class:`~robogen.rollout.faults.UnitPlacement`).
 
 Ray is imported only in this module (an optional edge of the package).
 """
@@ -57,8 +61,9 @@ from robogen.rollout.backend import (
     load_budget_s,
     unit_budget_s,
 )
-from robogen.rollout.faults import FaultRecord
+from robogen.rollout.faults import FaultRecord, UnitPlacement
 from robogen.rollout.gpu import WorkerPlacement, fixed_share, resolve_gpu_share
+from robogen.rollout.nodes import NodeWatch
 from robogen.types import EpisodeResult, EvalManifest, WorkUnit, to_dict
 
 _XLA_CPU_ONE_THREAD = "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"
@@ -306,8 +311,38 @@ def _worker_env() -> dict[str, str]:
     return env
 
 
+LOOPBACK = "127.0.0.1"
+"""The node address of an embedded cluster: every server of it (GCS, raylet and object
+manager, the runtime-env agent, the autoscaler monitor's metrics, each worker's and the
+driver's gRPC server) listens on loopback only, so a one-machine evaluation opens no port to
+the machine's network."""
+
+
+@contextlib.contextmanager
+def _loopback_only() -> Iterator[None]:
+    """Let ``ray.init(_node_ip_address="127.0.0.1")`` keep the loopback address.
+
+    ``ray.init`` replaces a loopback node address by the machine's routable one
+    (``services.resolve_ip_for_localhost``) unless ``ray_constants.ENABLE_RAY_CLUSTER`` is
+    off (what Ray does on macOS and Windows, ``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0``); Ray's
+    C++ servers then bind the node address instead of every interface. The constant is read
+    only while the node starts; it is put back after.
+    """
+    import ray._private.ray_constants as ray_constants
+
+    saved = ray_constants.ENABLE_RAY_CLUSTER
+    ray_constants.ENABLE_RAY_CLUSTER = False
+    try:
+        yield
+    finally:
+        ray_constants.ENABLE_RAY_CLUSTER = saved
+
+
 def init_ray(address: str | None = None, num_cpus: int | None = None) -> None:
     """Join ``address`` (or ``$RAY_ADDRESS``), or start an embedded local cluster (idempotent).
+
+    The embedded cluster listens on loopback only (:data:`LOOPBACK`, no dashboard); a
+    joined cluster is used as it was started.
 
     Raises:
         WorkerSetupError: If nothing answers at the address, or it needs an auth token.
@@ -328,7 +363,8 @@ def init_ray(address: str | None = None, num_cpus: int | None = None) -> None:
         os.environ.pop("RAY_ADDRESS", None)
         if num_cpus is not None:
             kwargs["num_cpus"] = num_cpus
-        ray.init(**kwargs)
+        with _loopback_only():
+            ray.init(**kwargs, _node_ip_address=LOOPBACK)
         reclaim_sigterm()  # Ray's driver handler dumps its stack and aborts: ours ends cleanly
         return
     _check_reachable(address, source)
@@ -394,6 +430,7 @@ class _Actor:
     node: str = ""
     pid: int = 0
     gpus: float = 0.0
+    replaces: tuple[str, str, str] | None = None  # (fault kind, worker, node) of a lost one
 
 
 def _actor_name(handle: Any) -> str:
@@ -427,7 +464,8 @@ class RayBackend(_Emitter):
         self.size = 0
         self.idle: deque[_Actor] = deque()
         self.starting: dict[Any, _Actor] = {}
-        self._lost_nodes: set[str] = set()
+        self._nodes: NodeWatch | None = None  # the nodes dead before the run are not its own
+        self._lost: deque[tuple[str, str, str]] = deque()  # (kind, worker, node) to replace
         self._free_indices: set[int] = set()
         self._next_index = 0
         self._running: dict[Any, tuple[_Actor, WorkUnit, float, float]] = {}
@@ -472,15 +510,24 @@ class RayBackend(_Emitter):
         return index
 
     def _spawn(self) -> None:
-        """Start an actor."""
+        """Start an actor (in place of the oldest lost one not replaced yet, if any: a
+        ``replaced`` fault record once it is up)."""
         index = self._take_index()
         handle = self._actor_cls.remote(self._mdict, self._device, index, load_budget_s(
             self.manifest, self.options.unit_timeout_s), self.options.num_gpus_per_worker,
             self.options.render_device)
         actor = _Actor(handle, _actor_name(handle), time.monotonic(), index=index,
-                       gpus=fixed_share(self.options.num_gpus_per_worker))
+                       gpus=fixed_share(self.options.num_gpus_per_worker),
+                       replaces=self._lost.popleft() if self._lost else None)
         actor.ping = handle.ping.remote()
         self.starting[actor.ping] = actor
+
+    def _top_up(self, todo: deque[WorkUnit]) -> None:
+        """Start actors up to the pool size while units wait (replacements of lost ones)."""
+        alive = len(self.idle) + len(self._running) + len(self.starting)
+        if todo and alive < self.size:
+            for _ in range(self.size - alive):
+                self._spawn()
 
     def _adopt(self, actor: _Actor) -> None:
         """Take over an actor a closed backend parked (:func:`reuse_workers`): it loads this
@@ -512,6 +559,8 @@ class RayBackend(_Emitter):
         opts = self.options = self._resolve_share(opts)
         self._actor_cls = ray.remote(num_cpus=1, num_gpus=opts.num_gpus_per_worker,
                                      max_restarts=0)(_WorkerActor)
+        with contextlib.suppress(Exception):  # bookkeeping only
+            self._nodes = NodeWatch(ray.nodes())
         deadline = time.monotonic() + opts.startup_timeout_s
         adopted = _take_parked(fixed_share(opts.num_gpus_per_worker))
         # they hold their resources: see which are alive, then size; each keeps its index
@@ -581,6 +630,11 @@ class RayBackend(_Emitter):
         if info.get("placement"):
             placement = WorkerPlacement.from_dict(info["placement"])
             self._placement(replace(placement, worker=actor.name))
+        if actor.replaces is not None and not info["error"]:
+            kind, old, old_node = actor.replaces
+            self._fault(FaultRecord.now(
+                kind, action="replaced", worker=actor.name,  # type: ignore[arg-type]
+                node=actor.node, error=f"in place of {old} on node {old_node[:12] or '?'}"))
         if info["error"]:
             self._kill(actor)
             node = actor.node[:12] or "?"
@@ -601,16 +655,18 @@ class RayBackend(_Emitter):
                     error=f"not started within {self.options.startup_timeout_s:g} s "
                           "(the cluster could not place it)"))
 
-    def _note_lost_nodes(self) -> None:
-        ray = _ray()
+    def _note_lost_nodes(self, suspect: str = "") -> None:
+        """Record the nodes lost since the run started (:class:`NodeWatch`); ``suspect`` is
+        the node of a worker that just died."""
+        if self._nodes is None:
+            return
         try:
-            dead = {n["NodeID"] for n in ray.nodes() if not n.get("Alive", True)}
+            lost = self._nodes.lost(_ray().nodes(), suspect)
         except Exception:  # noqa: BLE001 - bookkeeping only
             return
-        for node in sorted(dead - self._lost_nodes):
-            self._lost_nodes.add(node)
+        for node, why in lost:
             self._fault(FaultRecord.now("node_lost", action="dropped", node=node,
-                                        cause="worker_died", error="Ray reports the node dead"))
+                                        cause="worker_died", error=why))
 
     def _kill(self, actor: _Actor) -> None:
         self._free_indices.add(actor.index)
@@ -641,6 +697,7 @@ class RayBackend(_Emitter):
                              error: str, budget: float = 0.0) -> None:
             n = attempts[unit.unit_id]
             last = n >= MAX_UNIT_ATTEMPTS
+            self._lost.append((kind, actor.name, actor.node))
             self._fault(FaultRecord.now(
                 kind, action="recorded" if last else "retried",  # type: ignore[arg-type]
                 unit_id=unit.unit_id, attempt=n, worker=actor.name, node=actor.node,
@@ -652,6 +709,7 @@ class RayBackend(_Emitter):
             msg = (TIMED_OUT.format(budget=budget, worker=worker, attempts=n)
                    if cause == "infra_timeout"
                    else DIED.format(worker=worker, attempts=n, error=error))
+            self.ran_on[unit.unit_id] = UnitPlacement(actor.name, actor.node)
             on_unit(unit, failed_unit_results(self.manifest, unit, cause, msg))
 
         while todo or running:
@@ -661,10 +719,7 @@ class RayBackend(_Emitter):
                 budget = unit_budget_s(self.manifest, unit, self.options.unit_timeout_s)
                 ref = actor.handle.run_unit.remote(to_dict(unit), budget)
                 running[ref] = (actor, unit, time.monotonic(), budget)
-            alive = len(self.idle) + len(running) + len(self.starting)
-            if todo and alive < self.size:
-                for _ in range(self.size - alive):
-                    self._spawn()
+            self._top_up(todo)
             if todo and not running and not self.idle:
                 stalled_since = stalled_since or time.monotonic()
                 if time.monotonic() - stalled_since > self.options.startup_timeout_s:
@@ -687,13 +742,15 @@ class RayBackend(_Emitter):
                     rows = ray.get(ref)
                 except ray.exceptions.RayActorError as e:
                     self._free_indices.add(actor.index)
-                    self._note_lost_nodes()
+                    self._note_lost_nodes(suspect=actor.node)
                     give_up_or_retry(actor, unit, "actor_died", "worker_died", _first_line(e))
+                    self._top_up(todo)  # the replacement starts while the others run
                     continue
                 except ray.exceptions.RayTaskError as e:
                     self._kill(actor)
                     raise e.as_instanceof_cause() from None  # a setup error of the condition
                 self.idle.append(actor)
+                self.ran_on[unit.unit_id] = UnitPlacement(actor.name, actor.node)
                 on_unit(unit, [EpisodeResult.from_dict(r) for r in rows])
             now = time.monotonic()
             for ref, (actor, unit, t0, budget) in list(running.items()):
@@ -703,6 +760,11 @@ class RayBackend(_Emitter):
                     give_up_or_retry(actor, unit, "unit_timeout", "infra_timeout",
                                      f"no result after {budget:g} s; actor killed", budget)
             self._drop_late_starters()
+        if self.starting:  # replacements up by now are recorded (and kept for a next run)
+            ready, _ = ray.wait(list(self.starting), num_returns=len(self.starting), timeout=0)
+            for ref in ready:
+                with contextlib.suppress(WorkerSetupError):  # every unit is stored already
+                    self._on_ping(ref)
 
     def close(self, shutdown: bool | None = None) -> None:
         """Kill the actors; shut Ray down if this backend started it (and ``shutdown``).

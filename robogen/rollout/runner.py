@@ -22,7 +22,6 @@ import numpy as np
 
 from robogen._console import print_message
 from robogen.configs import EvalConfig
-from robogen.errors import InvalidSpecError
 from robogen.plugins import import_plugins
 from robogen.rollout.backend import Backend, BackendOptions
 from robogen.rollout.backends import make_backend
@@ -30,6 +29,7 @@ from robogen.rollout.gpu import fixed_share
 from robogen.rollout.lock import RunDirLock
 from robogen.rollout.manifest import build_manifest, require_schema, with_hash
 from robogen.rollout.plan import make_units
+from robogen.rollout.probe import probe_policy
 from robogen.rollout.sequential import Planner
 from robogen.rollout.session import EvalSession
 from robogen.rollout.store import ResultStore
@@ -108,69 +108,11 @@ def prepare(cfg: EvalConfig) -> EvalManifest:
     policy = load_policy(cfg.policy, ctx)
     try:
         _check_camera(cfg, env)
-        probe_policy(cfg.policy, policy, env)
+        probe_policy(cfg.policy, policy, env, seed=cfg.seed)
         manifest = build_manifest(cfg, env, policy)
     finally:
         env.close()
     return manifest
-
-
-POLICY_CONTRACT = (
-    "policy {uri!r} {what}; a policy's act(obs_batch) must return a (batch, {act_shape}) array "
-    "for the env's action space {space}"
-)
-
-
-def probe_policy(uri: str, policy: Any, env: Any) -> None:
-    """Reset one env and ask ``policy`` for a batch of two actions, before any run dir exists.
-
-    A policy whose ``reset`` raises or whose actions have the wrong shape is
-    broken for every episode, so it is a setup error. The batch holds the same
-    observation twice (both slots attached to the one env), so a policy that
-    ignores the batch size is caught too. An ``act`` that raises here is not a
-    setup error: such episodes are recorded as ``policy_error`` during the run.
-
-    Raises:
-        SpaceMismatchError: If the action batch has the wrong shape.
-        InvalidSpecError: If ``policy.reset`` raises.
-    """
-    from robogen.envs.base import find_scene
-    from robogen.errors import SpaceMismatchError
-    from robogen.policies.base import PrivilegedPolicy, SceneViewing
-    from robogen.rollout.plan import episode_seed
-    from robogen.rollout.worker import accepts_slots
-
-    shape = tuple(getattr(env.action_space, "shape", ()) or ())
-    fmt = {"uri": uri, "act_shape": ", ".join(map(str, shape)), "space": env.action_space}
-    obs, _ = env.reset(seed=episode_seed(0, 0))
-    if isinstance(policy, PrivilegedPolicy):
-        policy.attach([find_scene(env)] * 2)
-    elif isinstance(policy, SceneViewing):
-        policy.view_scenes([find_scene(env)] * 2)  # its cameras checked before any work
-    try:
-        policy.reset([0, 1])
-    except Exception as e:  # noqa: BLE001 - any failure of user code is reported the same way
-        raise InvalidSpecError(
-            POLICY_CONTRACT.format(what=f"raised in reset([0, 1]): {type(e).__name__}: {e}",
-                                   **fmt)
-        ) from e
-    batch = ({k: np.stack([v, v]) for k, v in obs.items()} if isinstance(obs, dict)
-             else np.stack([obs, obs]))
-    try:
-        if accepts_slots(policy):
-            out = policy.act(batch, deterministic=True, slots=[0, 1])
-        else:
-            out = policy.act(batch, deterministic=True)
-    except Exception:  # noqa: BLE001 - recorded per episode during the run
-        return
-    got = getattr(out, "shape", None)
-    if got is None or tuple(got) != (2, *shape):
-        raise SpaceMismatchError(
-            POLICY_CONTRACT.format(
-                what=f"returned {got if got is not None else type(out).__name__} for a batch of 2",
-                **fmt,
-            )
-        )
 
 
 def _check_camera(cfg: EvalConfig, env: Any) -> None:

@@ -3,9 +3,10 @@
 ``robogen eval`` (new runs and ``--resume``), ``robogen check`` (look by look) and
 ``robogen scale`` all run their episodes through :class:`EvalSession`: plan the
 manifest's units, skip those with a stored part, run the rest on a
-:class:`~robogen.rollout.backend.Backend`, write each finished unit atomically, and append
-every worker loss or retry to ``faults.jsonl`` and every worker's placement (node, GPU,
-EGL device, OpenGL renderer) to ``workers.jsonl``.
+:class:`~robogen.rollout.backend.Backend`, write each finished unit atomically (with the
+worker and node that ran it in the part's metadata), append every worker loss, retry and
+replacement to ``faults.jsonl`` (one line on the terminal each) and every worker's placement
+(node, GPU, EGL device, OpenGL renderer) to ``workers.jsonl``.
 """
 
 from __future__ import annotations
@@ -13,8 +14,9 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Sequence
 from types import TracebackType
 
+from robogen._console import print_message
 from robogen.rollout.backend import Backend
-from robogen.rollout.faults import FaultRecord, append_fault
+from robogen.rollout.faults import FaultRecord, append_fault, fault_line
 from robogen.rollout.gpu import WorkerPlacement, append_placement
 from robogen.rollout.plan import make_units
 from robogen.rollout.store import ResultStore
@@ -39,6 +41,7 @@ class EvalSession:
 
     def _record_fault(self, record: FaultRecord) -> None:
         append_fault(self.store.run_dir, record)
+        print_message("warning", fault_line(record), style="bold yellow")
 
     def _record_placement(self, record: WorkerPlacement) -> None:
         append_placement(self.store.run_dir, record)
@@ -77,7 +80,8 @@ class EvalSession:
 
         def on_unit(unit: WorkUnit, results: list[EpisodeResult]) -> None:
             nonlocal count
-            self.store.write_unit(unit.unit_id, results)
+            self.store.write_unit(unit.unit_id, results,
+                                  ran_on=self.backend.ran_on.get(unit.unit_id))
             count += len(results)
             if progress:
                 progress(count, total)

@@ -30,6 +30,7 @@ import pyarrow.parquet as pq
 
 from robogen._atomic import atomic_path, write_atomic
 from robogen.errors import RunDirError, StoreWriteError
+from robogen.rollout.faults import UnitPlacement
 from robogen.serialization import arrow_schema
 from robogen.types import EpisodeResult, EvalManifest, to_dict
 
@@ -40,6 +41,9 @@ STORE_WRITE_FAILED = (
     "it writable) and finish the run with: robogen eval --resume {run_dir}"
 )
 """Message of :class:`~robogen.errors.StoreWriteError` (tests reuse it)."""
+PLACEMENT_KEY = "robogen.ran_on"
+"""Parquet metadata key of an episode part: the :class:`~robogen.rollout.faults.UnitPlacement`
+(worker and Ray node) that ran the unit, as JSON."""
 DAMAGED_DIR = "damaged_parts"
 """Folder of the run directory where a resume sets aside unreadable parts (their units rerun);
 outside ``episodes/``, so ``pandas.read_parquet("RUN_DIR/episodes")`` never reads them."""
@@ -201,14 +205,24 @@ class ResultStore:
             return set()
         return {int(m.group(1)) for p in folder.iterdir() if (m := _PART.match(p.name))}
 
-    def write_unit(self, unit_id: int, results: Sequence[EpisodeResult]) -> Path:
+    def write_unit(self, unit_id: int, results: Sequence[EpisodeResult],
+                   ran_on: UnitPlacement | None = None) -> Path:
         """Write one finished unit atomically. Rewriting the same unit replaces it.
+
+        Args:
+            unit_id: The unit.
+            results: Its episodes.
+            ran_on: The worker and node that ran it, kept in the part's Parquet metadata
+                (:data:`PLACEMENT_KEY`; :meth:`unit_placement` reads it).
 
         Raises:
             StoreWriteError: If the part cannot be written (no space, a read-only or removed
                 run directory): names the path, the episodes stored and how to resume.
         """
         table = episode_table([to_dict(r) for r in results])
+        if ran_on is not None:
+            table = table.replace_schema_metadata(
+                {**(table.schema.metadata or {}), PLACEMENT_KEY: json.dumps(to_dict(ran_on))})
         path = self.part_path(unit_id)
         try:
             with atomic_path(path) as tmp:
@@ -218,6 +232,15 @@ class ResultStore:
                 path=str(path), why=e.strerror or str(e), n=self.stored_episodes(),
                 run_dir=str(self.run_dir))) from e
         return path
+
+    def unit_placement(self, unit_id: int) -> UnitPlacement | None:
+        """Where unit ``unit_id``'s stored episodes ran (None: no part, or a part written
+        without it)."""
+        try:
+            meta = pq.read_schema(self.part_path(unit_id)).metadata or {}
+            return UnitPlacement.from_dict(json.loads(meta[PLACEMENT_KEY.encode()]))
+        except (OSError, KeyError, ValueError, TypeError, pa.ArrowInvalid):
+            return None
 
     def stored_episodes(self) -> int:
         """Episodes in the parts on disk (from the Parquet footers; unreadable parts: 0)."""

@@ -87,6 +87,27 @@ class LoopbackCluster:
             time.sleep(0.2)
         raise RuntimeError("the node's raylet did not appear")
 
+    @staticmethod
+    def node_id(raylet_pid: int) -> str:
+        """The Ray node id of the node whose raylet has ``raylet_pid``."""
+        for arg in psutil.Process(raylet_pid).cmdline():
+            if arg.startswith("--node_id="):
+                return arg.split("=", 1)[1]
+        raise RuntimeError(f"process {raylet_pid} is not a raylet")
+
+    def raylets_running(self, marker: str) -> list[int]:
+        """Raylets (PIDs, head excluded) with a worker process whose title contains
+        ``marker`` (e.g. an actor class name)."""
+        out = []
+        for pid in self.raylets[1:]:
+            with contextlib.suppress(psutil.Error):
+                for child in psutil.Process(pid).children(recursive=True):
+                    with contextlib.suppress(psutil.Error):
+                        if marker in " ".join(child.cmdline()):
+                            out.append(pid)
+                            break
+        return out
+
     def kill_node(self, raylet_pid: int) -> None:
         """SIGKILL a node's raylet and its worker processes at once, as a lost machine."""
         procs = [psutil.Process(raylet_pid)]

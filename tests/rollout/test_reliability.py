@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import time
 from collections import Counter
 from pathlib import Path
 
@@ -43,22 +44,46 @@ def _key(results):
                   key=lambda r: (r.condition, r.episode_index))
 
 
-def test_run_finishes_on_the_survivor_when_a_node_is_lost(cluster, tmp_path):
+def test_run_finishes_on_the_survivor_when_a_node_is_lost(cluster, tmp_path, capsys,
+                                                          monkeypatch):
+    """Three nodes, two workers: the node of a worker is killed mid-run; the run finishes,
+    its lost node (only it) is recorded, a replacement worker starts on the spare node, the
+    terminal says so, and every stored unit names the node that ran it."""
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    monkeypatch.setenv("ROBOGEN_TEST_MARK_DIR", str(marks))
+    cluster.env["ROBOGEN_TEST_MARK_DIR"] = str(marks)  # the nodes' workers inherit it
+    cluster.add_node()  # the head (the driver's node)
     cluster.add_node()
-    second = cluster.add_node()
-    killed = []
+    cluster.add_node()
+    nodes = {cluster.node_id(pid) for pid in cluster.raylets}
+    killed: list[str] = []
+    waited: list[int] = []
+    run_dir = tmp_path / "ray"
 
     def progress(done: int, total: int) -> None:
-        if done >= 4 and not killed:  # two units stored: kill node 2 mid-run
-            cluster.kill_node(second)
-            killed.append(done)
+        if done >= 4 and not killed:  # four units stored: kill a node running a worker
+            busy = cluster.raylets_running("_WorkerActor")
+            if busy:
+                killed.append(cluster.node_id(busy[0]))
+                cluster.kill_node(busy[0])
+        elif killed and not waited and any(f.kind == "actor_died" for f in load_faults(run_dir)):
+            waited.append(done)
+            # the driver saw the loss and asked for a replacement: let it load its policy
+            # (the driver's, the two workers' and the replacement's marks) before the run
+            # ends on the survivor
+            deadline = time.monotonic() + 60
+            while len(list(marks.iterdir())) < 4 and time.monotonic() < deadline:
+                time.sleep(0.2)
+            time.sleep(1.0)  # its load returns, then its ping
 
-    out = evaluate(_cfg(tmp_path / "ray", backend="ray", address=cluster.address),
-                   progress=progress)
+    cfg = _cfg(run_dir, backend="ray", address=cluster.address, workers=2, batch_size=1,
+               policy="python:tests/fixtures/infra_policies.py:marked_reach")
+    out = evaluate(cfg, progress=progress)
     assert killed
     got = ResultStore.open(out.run_dir).load_results()
-    want = ResultStore.open(
-        evaluate(_cfg(tmp_path / "serial", backend="serial")).run_dir).load_results()
+    want = ResultStore.open(evaluate(cfg.model_copy(
+        update={"backend": "serial", "out": tmp_path / "serial"})).run_dir).load_results()
     # nothing lost, nothing repeated, and the same episodes as the serial backend
     assert Counter((r.condition, r.episode_index) for r in got) == Counter(
         (c, i) for c in ("nominal", "physics@1") for i in range(8))
@@ -66,6 +91,23 @@ def test_run_finishes_on_the_survivor_when_a_node_is_lost(cluster, tmp_path):
     faults = load_faults(out.run_dir)
     died = [f for f in faults if f.kind == "actor_died" and f.action == "retried"]
     assert died and all(f.unit_id >= 0 and f.worker.startswith("ray:") for f in died)
+    assert {f.node for f in died} == set(killed)
+    # the node lost in this run, named once, and no other
+    assert [f.node for f in faults if f.kind == "node_lost"] == killed
+    replaced = [f for f in faults if f.action == "replaced"]
+    assert len(replaced) == 1 and replaced[0].kind == "actor_died"
+    assert replaced[0].node in nodes - set(killed)
+    assert died[0].worker in replaced[0].error and replaced[0].worker != died[0].worker
+    err = " ".join(capsys.readouterr().err.split())
+    assert f"node {killed[0][:12]} lost" in err and "died running unit" in err
+    assert "started in place of a lost one" in err
+    # every unit names its worker and node; after the loss, only surviving nodes
+    store = ResultStore.open(out.run_dir)
+    placed = {u: store.unit_placement(u) for u in store.done_units()}
+    assert all(p is not None and p.worker.startswith("ray:") and p.node in nodes
+               for p in placed.values()), placed
+    retried = {f.unit_id for f in died}
+    assert all(placed[u].node not in killed for u in retried)  # type: ignore[union-attr]
     report = json.loads((out.run_dir / "report.json").read_text())
     assert any(f["kind"] == "actor_died" for f in report["faults"])
     assert "actor_died" in (out.run_dir / "report.md").read_text()
@@ -104,7 +146,9 @@ def test_hung_policy_ends_as_infra_timeout_and_resume_retries_it(backend, tmp_pa
     assert all(r.cause != "infra_timeout" and r.length_steps == 20
                for r in results if r.episode_index != 1)
     faults = [f for f in load_faults(out.run_dir) if f.kind == "unit_timeout"]
-    assert Counter(f.action for f in faults) == {"retried": 2, "recorded": 2}
+    # (and a "replaced" record for each killed worker's replacement that came up in time)
+    assert Counter(f.action for f in faults if f.action != "replaced") == {
+        "retried": 2, "recorded": 2}
     report = json.loads((out.run_dir / "report.json").read_text())
     nominal = next(c for c in report["conditions"] if c["condition"] == "nominal")
     assert nominal["n_invalid"] == 1 and nominal["n"] == 2
