@@ -1,4 +1,4 @@
-"""Statistics, the :class:`Report` record, report writers, plots and videos.
+"""The :class:`Report` record, how it is built from stored episodes, and its writers.
 
 Reports consume only ``Sequence[EpisodeResult]`` and the
 :class:`~robogen.types.EvalManifest`::
@@ -8,10 +8,14 @@ Reports consume only ``Sequence[EpisodeResult]`` and the
     report = load_report(run_dir)
 
 Plots (matplotlib) and videos (imageio) are imported lazily: use
-``robogen.reports.plots`` and ``robogen.reports.video`` directly.
+``robogen.reports.plots`` and ``robogen.reports.video`` directly. The estimators live in
+:mod:`robogen.stats`; running an evaluation end to end in :mod:`robogen.runs`.
 """
 
 from __future__ import annotations
+
+import warnings
+from typing import Any
 
 from robogen.reports.build import build_report, failure_pairs
 from robogen.reports.records import (
@@ -30,15 +34,6 @@ from robogen.reports.records import (
     Report,
     SeverityCurve,
 )
-from robogen.reports.sequential import SequentialSummary, sequential_planner
-from robogen.reports.stats import (
-    Interaction,
-    PairedGap,
-    bootstrap_mean_interval,
-    interaction,
-    paired_gap,
-    wilson_interval,
-)
 from robogen.reports.writers import load_report, render_html, render_markdown, write_report
 
 __all__ = [
@@ -53,21 +48,43 @@ __all__ = [
     "AxisGap",
     "ConditionStats",
     "FailurePair",
-    "Interaction",
     "InteractionStats",
-    "PairedGap",
     "Report",
-    "SequentialSummary",
     "SeverityCurve",
-    "bootstrap_mean_interval",
     "build_report",
     "failure_pairs",
-    "interaction",
     "load_report",
-    "paired_gap",
     "render_html",
     "render_markdown",
-    "sequential_planner",
-    "wilson_interval",
     "write_report",
 ]
+
+MOVED: dict[str, str] = {
+    "Interaction": "robogen.stats",
+    "PairedGap": "robogen.stats",
+    "SequentialSummary": "robogen.stats",
+    "bootstrap_mean_interval": "robogen.stats",
+    "interaction": "robogen.stats",
+    "paired_gap": "robogen.stats",
+    "sequential_planner": "robogen.stats",
+    "wilson_interval": "robogen.stats",
+}
+"""Names this package exported before they moved: name -> the module that has them now."""
+
+MOVED_NAME = ("robogen.reports.{name} moved to {module}.{name}; import it from there "
+              "(robogen.reports re-exports it for one release)")
+
+
+def __getattr__(name: str) -> Any:
+    """Resolve a name that moved out of this package, with a :class:`DeprecationWarning`.
+
+    Raises:
+        AttributeError: If ``name`` is neither here nor in :data:`MOVED`.
+    """
+    module = MOVED.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+
+    warnings.warn(MOVED_NAME.format(name=name, module=module), DeprecationWarning, stacklevel=2)
+    return getattr(importlib.import_module(module), name)

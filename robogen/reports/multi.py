@@ -134,7 +134,6 @@ def _evaluate_all(
     from robogen.reports.evaluation import finish_report
     from robogen.reports.failure_videos import film_run
     from robogen.reports.plot_worker import PlotWorker
-    from robogen.reports.sequential import sequential_planner
     from robogen.rollout.backends import (
         map_calls,
         map_on_ray_workers,
@@ -166,8 +165,7 @@ def _evaluate_all(
             try:
                 for c in cfgs:  # its eval_config.json keeps --videos: a resume films them
                     stores.append(run_evaluation(
-                        c, progress=progress_for(c.policy) if progress_for else None,
-                        make_planner=sequential_planner))
+                        c, progress=progress_for(c.policy) if progress_for else None))
                 filmed = [i for i, c in enumerate(cfgs) if c.videos > 0]
                 calls = [(str(stores[i].run_dir), cfgs[i].videos) for i in filmed]
                 videos = map_on_ray_workers(film_run, [(stores[i].manifest, args) for i, args

@@ -36,8 +36,8 @@ from robogen.reports.records import (
 )
 from robogen.reports.safety import SAFETY_NOTE, safety_table
 from robogen.reports.sequential_writers import header_fact, html_section, md_section
-from robogen.reports.sweep import BreakingPoint
 from robogen.reports.video import VideoInfo
+from robogen.stats.sweep import BreakingPoint
 from robogen.types import to_dict
 
 REPORT_JSON = "report.json"
