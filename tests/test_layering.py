@@ -21,11 +21,14 @@ tier  layer              modules
 6     rollout            ``rollout/``: plans, runs and stores episodes (the stop rule of
                          ``--episodes auto`` comes from ``stats/``)
 7     reports            ``reports/``: builds and writes reports from stored episodes
-8     applications       ``check/``, ``scaling/``, ``serve.py`` (policy server; uses the
+8     runs               ``runs/``: an evaluation end to end (``evaluate``, ``resume``,
+                         ``rebuild_report``, several policies, failure videos) on top of
+                         ``rollout/runner.py`` (runs and stores episodes) and ``reports/``
+9     applications       ``check/``, ``scaling/``, ``serve.py`` (policy server; uses the
                          rollout worker's env factory) and ``preview.py`` (contact sheets);
                          peers: none imports another
-9     testing            ``testing.py`` (helpers for users' tests; builds on ``check``)
-10    cli                ``cli.py`` and the ``robogen`` package itself (lazy re-exports)
+10    testing            ``testing.py`` (helpers for users' tests; builds on ``check``)
+11    cli                ``cli.py`` and the ``robogen`` package itself (lazy re-exports)
 ====  =================  =====================================================================
 
 Imports under ``if TYPE_CHECKING:`` count for the layer order (an annotation that names
@@ -56,6 +59,7 @@ LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
     ("configs", frozenset({"configs"})),
     ("rollout", frozenset({"rollout"})),
     ("reports", frozenset({"reports"})),
+    ("runs", frozenset({"runs"})),
     ("applications", frozenset({"check", "scaling", "serve", "preview"})),
     ("testing", frozenset({"testing"})),
     ("cli", frozenset({"cli", ""})),  # "" is the robogen package's own __init__
@@ -232,6 +236,8 @@ def test_no_import_cycles() -> None:
      "rollout may not import reports"),
     (Import("robogen.stats.sweep", "robogen.rollout.store", ("ResultStore",), 1, False),
      "stats may not import rollout"),
+    (Import("robogen.reports.writers", "robogen.runs.evaluation", ("evaluate",), 1, True),
+     "reports may not import runs"),
 ])
 def test_checker_catches_violations(bad_import: Import, expected: str,
                                     monkeypatch: pytest.MonkeyPatch) -> None:

@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 from robogen.configs import load_eval_config
-from robogen.reports.evaluation import evaluate, resume
 from robogen.rollout.runner import plan_units
 from robogen.rollout.store import ResultStore
+from robogen.runs.evaluation import evaluate, resume
 from tests.fixtures.interrupt import sigint_inherited
 
 
@@ -135,9 +135,9 @@ def test_killed_run_resumes_without_lost_or_repeated_episodes(tmp_path):
 
 def test_the_runner_stores_episodes_and_the_report_is_built_above_it(tmp_path):
     """rollout/ runs and stores a run's episodes and writes no report; the report that
-    ``robogen.reports.evaluation`` builds from them is the one ``evaluate`` writes."""
-    from robogen.reports.evaluation import finish_report
+    ``robogen.runs.evaluation`` builds from them is the one ``evaluate`` writes."""
     from robogen.rollout.runner import run_evaluation
+    from robogen.runs.evaluation import finish_report
 
     store = run_evaluation(_cfg(tmp_path / "run", "serial", axes=["physics"], combined=False))
     assert len(store.load_results()) == 6 * 2 and store.done_units()

@@ -17,11 +17,11 @@ from typer.testing import CliRunner
 
 from robogen.cli import app
 from robogen.configs import load_eval_config
-from robogen.reports.evaluation import evaluate, resume
 from robogen.reports.writers import load_report
 from robogen.rollout.manifest import spec_hash
 from robogen.rollout.sequential import round_units
 from robogen.rollout.store import ResultStore
+from robogen.runs.evaluation import evaluate, resume
 from robogen.stats.sequential import (
     REASON_NOMINAL,
     REASON_RUNNING,

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from robogen.configs import EvalConfig
 from robogen.errors import InvalidSpecError, RunDirError
-from robogen.reports.evaluation import EvalOutcome
+from robogen.runs.evaluation import EvalOutcome
 from robogen.rollout.runner import ProgressFn, prepare
 
 
@@ -129,10 +129,10 @@ def _evaluate_all(
     filming fails, without them), its figures drawn by a helper process of its own
     (:class:`~robogen.reports.plot_worker.PlotWorker`) started with the first episodes.
     The episodes, videos and reports are the same as one
-    :func:`~robogen.reports.evaluation.evaluate` per policy.
+    :func:`~robogen.runs.evaluation.evaluate` per policy.
     """
-    from robogen.reports.evaluation import finish_report
-    from robogen.reports.failure_videos import film_run
+    from robogen.runs.evaluation import finish_report
+    from robogen.runs.failure_videos import film_run
     from robogen.reports.plot_worker import PlotWorker
     from robogen.rollout.backends import (
         map_calls,

@@ -123,7 +123,7 @@ def finish_report(
                           faults=load_faults(store.run_dir))
     video_files: dict[str, str] = dict(keep_videos or {})
     if videos > 0:
-        from robogen.reports.failure_videos import film_failures
+        from robogen.runs.failure_videos import film_failures
 
         video_files = film_failures(store, results, per_axis=videos)
     files = write_report(report, store.run_dir, videos=video_files,
