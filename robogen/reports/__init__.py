@@ -71,20 +71,43 @@ MOVED: dict[str, str] = {
 }
 """Names this package exported before they moved: name -> the module that has them now."""
 
+MOVED_MODULES: dict[str, str] = {
+    "anytime": "robogen.stats.anytime",
+    "paired": "robogen.stats.paired",
+    "sequential": "robogen.stats.sequential",
+    "stats": "robogen.stats.intervals",
+    "stopping": "robogen.stats.stopping",
+    "sweep": "robogen.stats.sweep",
+    "evaluation": "robogen.runs.evaluation",
+    "failure_videos": "robogen.runs.failure_videos",
+    "multi": "robogen.runs.multi",
+}
+"""Submodules that moved out of this package: name -> their module now. ``from
+robogen.reports import evaluation`` still resolves (with a warning); ``import
+robogen.reports.evaluation`` does not."""
+
 MOVED_NAME = ("robogen.reports.{name} moved to {module}.{name}; import it from there "
               "(robogen.reports re-exports it for one release)")
+MOVED_MODULE = ("robogen.reports.{name} moved to {module}; import it from there "
+                "(robogen.reports re-exports it for one release)")
 
 
 def __getattr__(name: str) -> Any:
     """Resolve a name that moved out of this package, with a :class:`DeprecationWarning`.
 
     Raises:
-        AttributeError: If ``name`` is neither here nor in :data:`MOVED`.
+        AttributeError: If ``name`` is neither here nor in :data:`MOVED` or
+            :data:`MOVED_MODULES`.
     """
+    import importlib
+
+    if name in MOVED_MODULES:
+        module = MOVED_MODULES[name]
+        warnings.warn(MOVED_MODULE.format(name=name, module=module), DeprecationWarning,
+                      stacklevel=2)
+        return importlib.import_module(module)
     module = MOVED.get(name)
     if module is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    import importlib
-
     warnings.warn(MOVED_NAME.format(name=name, module=module), DeprecationWarning, stacklevel=2)
     return getattr(importlib.import_module(module), name)

@@ -2,8 +2,10 @@
 
 The manifest of an auto run holds every work unit up to the cap (``n_episodes`` is
 ``sequential.max_episodes``), so unit ids are those of a fixed-n run with that many
-episodes and a resumed run recognises finished units by id. :func:`run_sequential`
-then runs only the units the stop rule asks for, in *rounds*:
+episodes and a resumed run recognises finished units by id. :func:`run_auto` (what
+``run_evaluation`` and ``resume_run`` call) hands :func:`run_sequential` the run's stop
+rule (:func:`robogen.stats.sequential_planner`), which then runs only the units the stop
+rule asks for, in *rounds*:
 
 1. read the stored outcomes (each round reads only the parts that are new);
 2. ask the planner, for every condition, how many episode indices ``0..n-1`` it needs

@@ -6,7 +6,7 @@ import pytest
 
 import robogen.reports
 import robogen.stats
-from robogen.reports import MOVED, MOVED_NAME
+from robogen.reports import MOVED, MOVED_MODULE, MOVED_MODULES, MOVED_NAME
 
 
 @pytest.mark.parametrize("name", sorted(MOVED))
@@ -16,6 +16,24 @@ def test_a_moved_name_resolves_with_a_deprecation_warning(name: str) -> None:
     assert obj is getattr(robogen.stats, name)
     assert str(record[0].message) == MOVED_NAME.format(name=name, module="robogen.stats")
     assert name not in robogen.reports.__all__
+
+
+@pytest.mark.parametrize("name", sorted(MOVED_MODULES))
+def test_a_moved_module_resolves_with_a_deprecation_warning(name: str) -> None:
+    import importlib
+
+    with pytest.warns(DeprecationWarning) as record:
+        module = getattr(robogen.reports, name)
+    assert module is importlib.import_module(MOVED_MODULES[name])
+    assert str(record[0].message) == MOVED_MODULE.format(name=name, module=module.__name__)
+
+
+def test_from_import_of_a_moved_module_warns() -> None:
+    with pytest.warns(DeprecationWarning, match="moved to robogen.runs.evaluation"):
+        from robogen.reports import evaluation
+    from robogen.runs import evaluate
+
+    assert evaluation.evaluate is evaluate
 
 
 def test_from_import_of_a_moved_name_warns() -> None:
