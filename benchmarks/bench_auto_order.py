@@ -26,11 +26,11 @@ import time
 from pathlib import Path
 
 from robogen.configs import load_eval_config
-from robogen.reports import sequential_planner
 from robogen.rollout.backends import make_backend, start_ray_cluster, stop_ray_cluster
 from robogen.rollout.runner import backend_options, prepare
 from robogen.rollout.sequential import run_sequential
 from robogen.rollout.store import ResultStore
+from robogen.stats import sequential_planner
 
 POLICY = "python:tests/fixtures/sequential_policies.py:light_sensitive"
 """The Reach expert, blind under relighting: lighting episodes fail and run to the step

@@ -127,7 +127,7 @@ ROBOGEN_STAGES = textwrap.dedent("""
     from robogen.rollout import runner
     from robogen.rollout.backends import make_backend
     from robogen.rollout.store import ResultStore
-    from robogen.reports.evaluation import finish_report
+    from robogen.runs.evaluation import finish_report
     from robogen.reports.plot_worker import PlotWorker
     mark("imports: CLI, configs, store, reports")
     plotter = PlotWorker()  # as evaluate() does: matplotlib loads in it while episodes run

@@ -36,8 +36,8 @@ os.environ.setdefault("MUJOCO_GL", "egl")
 
 import robogen  # noqa: E402,F401
 from robogen.configs import load_eval_config  # noqa: E402
-from robogen.reports.evaluation import evaluate  # noqa: E402
 from robogen.rollout.gpu import hardware_summary, query_egl_devices, read_placements  # noqa: E402
+from robogen.runs.evaluation import evaluate  # noqa: E402
 
 POLICY = "flax:robogen/assets/policies/push_pixels_plain"
 

@@ -115,7 +115,7 @@ def real(runs: Path, episodes: int, margin: float, alpha: float, resamples: int
     from robogen.check.inputs import load_saved
     from robogen.check.noninferiority import paired_noninferiority as ni
     from robogen.configs import load_eval_config
-    from robogen.reports.evaluation import evaluate
+    from robogen.runs.evaluation import evaluate
 
     ckpt = ROOT / "robogen" / "assets" / "checkpoints"
     fixtures = ROOT / "tests" / "check" / "degraded_policies.py"

@@ -13,11 +13,11 @@ level 95%:
     success counts of the first n episodes of each condition, the perturbed
     condition run on its own independent episodes (an unpaired design);
 (b) fixed-n paired: the Agresti-Min adjusted Wald interval of a paired
-    difference (Agresti & Min 2005; what ``robogen.reports.stats.paired_gap``
+    difference (Agresti & Min 2005; what ``robogen.stats.intervals.paired_gap``
     uses with few discordant pairs);
 (c) sequential paired: the hedged-capital betting confidence sequence of
-    Waudby-Smith & Ramdas (2024, JRSS-B 86(1)) (``robogen.reports.anytime``),
-    stopped by ``robogen.reports.stopping.StopRule`` (half-width <= target, or the cap), batches of
+    Waudby-Smith & Ramdas (2024, JRSS-B 86(1)) (``robogen.stats.anytime``),
+    stopped by ``robogen.stats.stopping.StopRule`` (half-width <= target, or the cap), batches of
     ``--batch`` episodes.
 
 For (a) and (b), n is the *oracle* design: the smallest n (step ``--batch``)
@@ -55,7 +55,7 @@ sys.path.insert(0, str(ROOT))
 import numpy as np  # noqa: E402
 from scipy import stats  # noqa: E402
 
-from robogen.reports.stopping import StopRule, simulate_stop_rule  # noqa: E402
+from robogen.stats.stopping import StopRule, simulate_stop_rule  # noqa: E402
 
 SCENARIOS = (  # (p_nominal, p_perturbed, rho)
     (0.5, 0.5, 0.8),
@@ -75,7 +75,7 @@ def paired_streams(rng: np.random.Generator, s: int, n: int, p_nom: float, p_per
 
 
 def wilson(k: np.ndarray, n: int, z: float) -> tuple[np.ndarray, np.ndarray]:
-    """Vectorized Wilson score interval (same formula as robogen.reports.stats)."""
+    """Vectorized Wilson score interval (same formula as robogen.stats.intervals)."""
     p = k / n
     denom = 1 + z * z / n
     center = (p + z * z / (2 * n)) / denom
@@ -98,7 +98,7 @@ def newcombe(nom: np.ndarray, pert: np.ndarray, n: int, z: float
 
 def agresti_min(nom: np.ndarray, pert: np.ndarray, n: int, z: float
                 ) -> tuple[np.ndarray, np.ndarray]:
-    """Vectorized Agresti-Min interval (robogen.reports.stats.agresti_min_interval)."""
+    """Vectorized Agresti-Min interval (robogen.stats.intervals.agresti_min_interval)."""
     n10 = (nom[:, :n] & ~pert[:, :n]).sum(1)
     n01 = (~nom[:, :n] & pert[:, :n]).sum(1)
     m = n + 2.0

@@ -19,7 +19,7 @@ Not a timed test: a script that runs the whole method once and prints what it fi
    its final allocation is validated like the one-shot plans (no planner interval for it).
 4. Print the success rate of each plan with its Wilson interval and its measured difference
    from ``equal`` with a paired bootstrap interval over episodes
-   (:func:`robogen.reports.stats.paired_gap`), next to the planner's prediction; write
+   (:func:`robogen.stats.intervals.paired_gap`), next to the planner's prediction; write
    ``OUT/validate_plan.json``.
 
 Usage::
@@ -163,7 +163,7 @@ def main() -> None:
 
 
 def _summarize(plans, outcomes, conditions, args, versus) -> dict:  # noqa: ANN001 - script
-    from robogen.reports.stats import paired_gap, wilson_interval
+    from robogen.stats.intervals import paired_gap, wilson_interval
 
     flat = {m: np.concatenate([o for c in conditions for o in outcomes[m][c.name]])
             for m in plans}

@@ -49,7 +49,7 @@ __all__ = [
 
 def __getattr__(name: str):  # noqa: ANN202 - lazy heavy imports keep `robogen --help` fast
     if name == "evaluate":
-        from robogen.reports.evaluation import evaluate
+        from robogen.runs.evaluation import evaluate
 
         return evaluate
     if name == "load_eval_config":

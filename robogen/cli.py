@@ -180,7 +180,7 @@ def eval_cmd(**given: Any) -> None:
     measurement; --resume reruns them) or the policy raised in every nominal episode; 130
     interrupted (Ctrl-C), 143 terminated (SIGTERM).
     """
-    from robogen.reports import evaluation
+    from robogen.runs import evaluation
 
     spec, resume = given.pop("spec"), given.pop("resume")
     if resume is not None:
@@ -276,7 +276,7 @@ def _print_comparison(files: dict[str, Path], runs: Sequence[Any] = ()) -> None:
 
 
 def _eval_several(cfg: Any, policies: list[str]) -> None:
-    from robogen.reports.multi import comparison_out, evaluate_policies, run_dir_names
+    from robogen.runs.multi import comparison_out, evaluate_policies, run_dir_names
 
     out = comparison_out(cfg)
     cfg = cfg.model_copy(update={"out": out})
@@ -308,7 +308,7 @@ def _eval_several(cfg: Any, policies: list[str]) -> None:
 @app.command("report")
 def report_cmd(run_dir: Annotated[Path, typer.Argument(help="A run directory.")]) -> None:
     """Rebuild report.{json,md,html} and plots from a run directory's stored episodes."""
-    from robogen.reports import evaluation
+    from robogen.runs import evaluation
 
     _print_outcome(_guard(evaluation.rebuild_report, run_dir))
 

@@ -47,7 +47,7 @@ PLUGIN_RAISED = (
 SCRIPT_RESUME = (
     "{error}: the run's manifest says the script that made it (__main__) registered it, "
     "which this process has not done: resume it from a script that registers it first "
-    "(robogen.reports.evaluation.resume), or move the registration into a module and load it "
+    "(robogen.runs.evaluation.resume), or move the registration into a module and load it "
     "with --plugin MODULE"
 )
 """Message when a run made by a script with its own registrations is resumed elsewhere."""

@@ -330,7 +330,7 @@ POLICY_INPUTS = ("observation", "simulator", "prompt")
 
 SEQUENTIAL_METHOD = "betting-hedged-capital"
 """Interval method of a sequential (``--episodes auto``) run's gaps (the confidence sequence
-of :mod:`robogen.reports.anytime`)."""
+of :mod:`robogen.stats.anytime`)."""
 
 
 @dataclass(frozen=True, slots=True)

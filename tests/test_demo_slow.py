@@ -16,7 +16,7 @@ import pytest
 
 from robogen.configs import load_eval_config
 from robogen.perturbations import AXES
-from robogen.reports.evaluation import evaluate
+from robogen.runs.evaluation import evaluate
 
 pytestmark = pytest.mark.slow
 
@@ -74,8 +74,8 @@ def test_demo_pixel_policies(tmp_path):
     """The demo's promise: every gap interval narrower than +-0.15, the plain policy's
     nominal success the measured one, a visual gap excluding 0, a comparison of the two
     policies on every condition, and failure videos filmed from the observation camera."""
-    from robogen.reports.multi import evaluate_policies
     from robogen.reports.video import read_video_info
+    from robogen.runs.multi import evaluate_policies
 
     n = _demo_episodes()
     cfg = load_eval_config(None, env="robogen/Push-v0", obs_mode="state+pixels",

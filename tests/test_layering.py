@@ -11,20 +11,25 @@ tier  layer              modules
                          ``serialization`` (records <-> JSON data, Parquet schemas),
                          ``plugins`` (importing plug-in modules and entry points),
                          ``options`` (command-line options declared on config fields)
-1     envs               ``envs/``
-2     perturbations      ``perturbations/``
-3     policies           ``policies/``
-4     configs            ``configs.py`` (validates env ids, axes and policy schemes against
+1     stats              ``stats/``: the estimators (intervals, paired tests, anytime-valid
+                         sequences, stop rules, sequential planning, sweeps); pure functions
+                         of outcome arrays, no run and no file I/O
+2     envs               ``envs/``
+3     perturbations      ``perturbations/``
+4     policies           ``policies/``
+5     configs            ``configs.py`` (validates env ids, axes and policy schemes against
                          the registries below it)
-5     rollout            ``rollout/``
-6     reports            ``reports/``, with ``reports/evaluation.py``: the jobs that end
-                         in a report (``evaluate``, ``resume``, ``rebuild_report``) on
-                         top of ``rollout/runner.py``, which runs and stores episodes
-7     applications       ``check/``, ``scaling/``, ``serve.py`` (policy server; uses the
+6     rollout            ``rollout/``: plans, runs and stores episodes (the stop rule of
+                         ``--episodes auto`` comes from ``stats/``)
+7     reports            ``reports/``: builds and writes reports from stored episodes
+8     runs               ``runs/``: an evaluation end to end (``evaluate``, ``resume``,
+                         ``rebuild_report``, several policies, failure videos) on top of
+                         ``rollout/runner.py`` (runs and stores episodes) and ``reports/``
+9     applications       ``check/``, ``scaling/``, ``serve.py`` (policy server; uses the
                          rollout worker's env factory) and ``preview.py`` (contact sheets);
                          peers: none imports another
-8     testing            ``testing.py`` (helpers for users' tests; builds on ``check``)
-9     cli                ``cli.py`` and the ``robogen`` package itself (lazy re-exports)
+10    testing            ``testing.py`` (helpers for users' tests; builds on ``check``)
+11    cli                ``cli.py`` and the ``robogen`` package itself (lazy re-exports)
 ====  =================  =====================================================================
 
 Imports under ``if TYPE_CHECKING:`` count for the layer order (an annotation that names
@@ -48,12 +53,14 @@ PKG = Path(robogen.__file__).parent
 LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
     ("foundation", frozenset({"errors", "types", "registry", "_atomic", "_cores", "_gl", "_console",
                               "progress", "serialization", "plugins", "options"})),
+    ("stats", frozenset({"stats"})),
     ("envs", frozenset({"envs"})),
     ("perturbations", frozenset({"perturbations"})),
     ("policies", frozenset({"policies"})),
     ("configs", frozenset({"configs"})),
     ("rollout", frozenset({"rollout"})),
     ("reports", frozenset({"reports"})),
+    ("runs", frozenset({"runs"})),
     ("applications", frozenset({"check", "scaling", "serve", "preview"})),
     ("testing", frozenset({"testing"})),
     ("cli", frozenset({"cli", ""})),  # "" is the robogen package's own __init__
@@ -226,8 +233,12 @@ def test_no_import_cycles() -> None:
     (Import("robogen.envs.x", "robogen.policies.base", ("OBS",), 1, False), "envs may not"),
     (Import("robogen.check.x", "robogen.scaling.bc", ("BCConfig",), 1, False), "peers"),
     # the pair issue 7 removed last: rollout runs and stores episodes, reports/ builds on it
-    (Import("robogen.rollout.runner", "robogen.reports", ("sequential_planner",), 1, True),
+    (Import("robogen.rollout.runner", "robogen.reports", ("build_report",), 1, True),
      "rollout may not import reports"),
+    (Import("robogen.stats.sweep", "robogen.rollout.store", ("ResultStore",), 1, False),
+     "stats may not import rollout"),
+    (Import("robogen.reports.writers", "robogen.runs.evaluation", ("evaluate",), 1, True),
+     "reports may not import runs"),
 ])
 def test_checker_catches_violations(bad_import: Import, expected: str,
                                     monkeypatch: pytest.MonkeyPatch) -> None:

@@ -162,7 +162,7 @@ def test_a_script_registered_axis_on_ray_is_refused_before_any_work(tmp_path: Pa
         class ScriptAxis(DampingAxis):
             pass
 
-        from robogen.reports.evaluation import evaluate
+        from robogen.runs.evaluation import evaluate
         cfg = load_eval_config(None, env="robogen/Reach-v0", policy="random:0",
                                axes=["script_damping"], severities=[1.0], episodes=2,
                                max_steps=5, videos=0, backend="ray", out="r")

@@ -22,9 +22,9 @@ from typer.testing import CliRunner
 from robogen.cli import EXIT_INVALID_EPISODES, INVALID_RUN, app
 from robogen.configs import load_eval_config
 from robogen.policies.remote import BUDGET_SPENT, RemotePolicyWarning
-from robogen.reports.evaluation import evaluate
 from robogen.reports.writers import load_report
 from robogen.rollout.store import ResultStore
+from robogen.runs.evaluation import evaluate
 from tests.test_serve import ENV, FAST, FIXTURE, PROBES, Server, fixture_server, servers
 
 __all__ = ["servers"]  # the fixture, used by name

@@ -24,8 +24,8 @@ from robogen.configs import load_eval_config
 from robogen.envs import make
 from robogen.errors import InfrastructureError
 from robogen.policies import LoadContext, load_policy
-from robogen.reports.evaluation import evaluate
 from robogen.rollout.store import ResultStore
+from robogen.runs.evaluation import evaluate
 from robogen.serve import PRIVILEGED
 
 pytestmark = [

@@ -14,9 +14,9 @@ from robogen.configs import load_eval_config
 from robogen.policies.adapter import parse_remote_uri
 from robogen.policies.base import LatencyReporting, LoadContext
 from robogen.policies.remote import RemotePolicy
-from robogen.reports.evaluation import evaluate, resume
 from robogen.rollout.runner import RETRIED_ON_RESUME
 from robogen.rollout.store import ResultStore
+from robogen.runs.evaluation import evaluate, resume
 from tests.test_serve import ENV, FAST, FIXTURE, Server, servers  # noqa: F401 (fixture)
 
 pytestmark = [

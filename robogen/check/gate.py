@@ -66,7 +66,7 @@ from robogen.check.records import (
 from robogen.check.sequential import look_levels, look_schedule
 from robogen.errors import MUST_BE_IN_RANGE, InvalidSpecError
 from robogen.reports.records import INVALID_SHARE_LIMIT
-from robogen.reports.stats import wilson_interval
+from robogen.stats.intervals import wilson_interval
 from robogen.types import NOMINAL, Condition, EvalManifest
 
 CANNOT_PAIR = (

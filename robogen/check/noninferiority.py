@@ -55,7 +55,7 @@ from numpy.typing import NDArray
 from scipy import optimize, stats
 
 from robogen.errors import MUST_BE_IN_RANGE, InvalidSpecError
-from robogen.reports.stats import wilson_interval
+from robogen.stats.intervals import wilson_interval
 
 NUISANCE_GRID = 200
 """Grid points over the nuisance parameter before a bounded local refinement."""
@@ -354,7 +354,7 @@ def newcombe_interval(
     """Newcombe's (1998, method 10) hybrid score interval of ``p_C - p_B`` (independent samples).
 
     Combines the Wilson intervals of both rates
-    (:func:`robogen.reports.stats.wilson_interval`).
+    (:func:`robogen.stats.intervals.wilson_interval`).
 
     Args:
         x_c: Candidate successes.

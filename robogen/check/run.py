@@ -187,7 +187,7 @@ def _same_protocol(
 
 def _evaluate(cfg: EvalConfig, uri: str, progress: ProgressFn | None,
               check: Callable[[EvalManifest], None] | None = None) -> RunData:
-    from robogen.reports.evaluation import evaluate
+    from robogen.runs.evaluation import evaluate
 
     with _check_flags(cfg):
         outcome = evaluate(cfg, progress=progress, check_manifest=check)
@@ -244,7 +244,7 @@ class _EvalSide:
         return _evaluated_info(self.uri, d)
 
     def finish(self) -> Path:
-        from robogen.reports.evaluation import finish_report
+        from robogen.runs.evaluation import finish_report
 
         if self.session is not None:
             self.session.close()

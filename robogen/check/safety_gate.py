@@ -39,9 +39,9 @@ from robogen.check.records import (
     SafetyCheck,
 )
 from robogen.errors import InvalidSpecError
-from robogen.reports.paired import holm_adjust, sign_flip_pvalue
-from robogen.reports.stats import bootstrap_mean_interval
 from robogen.rollout.safety import SAFETY_METRICS
+from robogen.stats.intervals import bootstrap_mean_interval
+from robogen.stats.paired import holm_adjust, sign_flip_pvalue
 
 NO_SAFETY = (
     "--safety-margin compares the safety metrics of both runs, but the {role} {source!r} "
@@ -70,7 +70,7 @@ def min_pvalue(d: np.ndarray) -> float:
     """The smallest one-sided sign-flip p-value ``d`` could give (all its non-zero
     differences positive): ``2^-k`` for ``k`` non-zero ones (exact up to 16), else the
     resampled test's ``1 / (resamples + 1)``."""
-    from robogen.reports.paired import EXACT_SIGN_FLIP_MAX, SIGN_FLIP_RESAMPLES
+    from robogen.stats.paired import EXACT_SIGN_FLIP_MAX, SIGN_FLIP_RESAMPLES
 
     k = int(np.count_nonzero(d))
     return 1.0 if k <= 1 else (2.0**-k if k <= EXACT_SIGN_FLIP_MAX

@@ -1,4 +1,4 @@
-"""Statistics, the :class:`Report` record, report writers, plots and videos.
+"""The :class:`Report` record, how it is built from stored episodes, and its writers.
 
 Reports consume only ``Sequence[EpisodeResult]`` and the
 :class:`~robogen.types.EvalManifest`::
@@ -8,10 +8,14 @@ Reports consume only ``Sequence[EpisodeResult]`` and the
     report = load_report(run_dir)
 
 Plots (matplotlib) and videos (imageio) are imported lazily: use
-``robogen.reports.plots`` and ``robogen.reports.video`` directly.
+``robogen.reports.plots`` and ``robogen.reports.video`` directly. The estimators live in
+:mod:`robogen.stats`; running an evaluation end to end in :mod:`robogen.runs`.
 """
 
 from __future__ import annotations
+
+import warnings
+from typing import Any
 
 from robogen.reports.build import build_report, failure_pairs
 from robogen.reports.records import (
@@ -30,15 +34,6 @@ from robogen.reports.records import (
     Report,
     SeverityCurve,
 )
-from robogen.reports.sequential import SequentialSummary, sequential_planner
-from robogen.reports.stats import (
-    Interaction,
-    PairedGap,
-    bootstrap_mean_interval,
-    interaction,
-    paired_gap,
-    wilson_interval,
-)
 from robogen.reports.writers import load_report, render_html, render_markdown, write_report
 
 __all__ = [
@@ -53,21 +48,66 @@ __all__ = [
     "AxisGap",
     "ConditionStats",
     "FailurePair",
-    "Interaction",
     "InteractionStats",
-    "PairedGap",
     "Report",
-    "SequentialSummary",
     "SeverityCurve",
-    "bootstrap_mean_interval",
     "build_report",
     "failure_pairs",
-    "interaction",
     "load_report",
-    "paired_gap",
     "render_html",
     "render_markdown",
-    "sequential_planner",
-    "wilson_interval",
     "write_report",
 ]
+
+MOVED: dict[str, str] = {
+    "Interaction": "robogen.stats",
+    "PairedGap": "robogen.stats",
+    "SequentialSummary": "robogen.stats",
+    "bootstrap_mean_interval": "robogen.stats",
+    "interaction": "robogen.stats",
+    "paired_gap": "robogen.stats",
+    "sequential_planner": "robogen.stats",
+    "wilson_interval": "robogen.stats",
+}
+"""Names this package exported before they moved: name -> the module that has them now."""
+
+MOVED_MODULES: dict[str, str] = {
+    "anytime": "robogen.stats.anytime",
+    "paired": "robogen.stats.paired",
+    "sequential": "robogen.stats.sequential",
+    "stats": "robogen.stats.intervals",
+    "stopping": "robogen.stats.stopping",
+    "sweep": "robogen.stats.sweep",
+    "evaluation": "robogen.runs.evaluation",
+    "failure_videos": "robogen.runs.failure_videos",
+    "multi": "robogen.runs.multi",
+}
+"""Submodules that moved out of this package: name -> their module now. ``from
+robogen.reports import evaluation`` still resolves (with a warning); ``import
+robogen.reports.evaluation`` does not."""
+
+MOVED_NAME = ("robogen.reports.{name} moved to {module}.{name}; import it from there "
+              "(robogen.reports re-exports it for one release)")
+MOVED_MODULE = ("robogen.reports.{name} moved to {module}; import it from there "
+                "(robogen.reports re-exports it for one release)")
+
+
+def __getattr__(name: str) -> Any:
+    """Resolve a name that moved out of this package, with a :class:`DeprecationWarning`.
+
+    Raises:
+        AttributeError: If ``name`` is neither here nor in :data:`MOVED` or
+            :data:`MOVED_MODULES`.
+    """
+    import importlib
+
+    if name in MOVED_MODULES:
+        module = MOVED_MODULES[name]
+        warnings.warn(MOVED_MODULE.format(name=name, module=module), DeprecationWarning,
+                      stacklevel=2)
+        return importlib.import_module(module)
+    module = MOVED.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    warnings.warn(MOVED_NAME.format(name=name, module=module), DeprecationWarning, stacklevel=2)
+    return getattr(importlib.import_module(module), name)

@@ -37,9 +37,9 @@ from robogen.reports.records import (
     SeverityCurve,
 )
 from robogen.reports.safety import safety_stats
-from robogen.reports.stats import DEFAULT_N_BOOT, interaction, paired_gap, wilson_interval
-from robogen.reports.sweep import BreakingPoint
 from robogen.rollout.faults import FaultRecord
+from robogen.stats.intervals import DEFAULT_N_BOOT, interaction, paired_gap, wilson_interval
+from robogen.stats.sweep import BreakingPoint
 from robogen.types import (
     CAUSES,
     COMBINED,
@@ -196,7 +196,7 @@ def _breaking_points(p: _Paired, unobserved: Collection[str] = ()
                      ) -> tuple[BreakingPoint, ...]:
     """Breaking points of a severity sweep, on the episodes every severity of an axis shares
     (none for an axis the policy does not observe: it cannot break there)."""
-    from robogen.reports.sweep import breaking_point
+    from robogen.stats.sweep import breaking_point
 
     manifest, nom_success = p.manifest, p.nom_success
     out = []

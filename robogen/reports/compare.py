@@ -36,16 +36,16 @@ from robogen.reports.comparison import (
     PolicyDifference,
     Ranking,
 )
-from robogen.reports.paired import (
+from robogen.reports.records import STATUS_NO_DATA, STATUS_NOT_APPLIED, AxisGap, Report
+from robogen.reports.safety import episode_values, safety_differences
+from robogen.rollout.manifest import PAIRING_FIELDS, PROTOCOL_FIELDS, differences
+from robogen.stats.intervals import DEFAULT_N_BOOT, paired_gap
+from robogen.stats.paired import (
     bounded_mean_interval,
     holm_adjust,
     mcnemar_exact_pvalue,
     sign_flip_pvalue,
 )
-from robogen.reports.records import STATUS_NO_DATA, STATUS_NOT_APPLIED, AxisGap, Report
-from robogen.reports.safety import episode_values, safety_differences
-from robogen.reports.stats import DEFAULT_N_BOOT, paired_gap
-from robogen.rollout.manifest import PAIRING_FIELDS, PROTOCOL_FIELDS, differences
 from robogen.types import INVALID_CAUSES, EpisodeResult, EvalManifest
 
 COMPARE_FIELDS = PAIRING_FIELDS

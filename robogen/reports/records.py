@@ -14,10 +14,10 @@ from typing import Any, Self
 
 from robogen.errors import RunDirError
 from robogen.reports.safety import SafetyStats
-from robogen.reports.sequential import SequentialSummary
-from robogen.reports.sweep import BreakingPoint
 from robogen.rollout.faults import FaultRecord
 from robogen.serialization import Record, decode, encode, find_record
+from robogen.stats.sequential import SequentialSummary
+from robogen.stats.sweep import BreakingPoint
 from robogen.types import Cause, ConditionSplit, EvalManifest
 
 REPORT_SCHEMA_VERSION = 1
@@ -225,14 +225,14 @@ class Report(Record):
         bootstrap_seed: Seed of the bootstrap resampling.
         created: ISO 8601 UTC time the report was built.
         breaking_points: Per axis and breaking level of a severity sweep
-            (:class:`robogen.reports.sweep.BreakingPoint`); empty for fixed grids.
+            (:class:`robogen.stats.sweep.BreakingPoint`); empty for fixed grids.
         errors: Distinct error messages of episodes that raised (``policy_error``,
             ``sim_unstable``) as ``(cause, message, count)``, most frequent first
             (at most 10).
         faults: Worker losses and unit retries of the run (``faults.jsonl``), oldest first.
         sequential: Of an ``--episodes auto`` run: the stop rule, the interval method and
             each condition's episodes used and stop reason
-            (:class:`robogen.reports.sequential.SequentialSummary`); its gap and success
+            (:class:`robogen.stats.sequential.SequentialSummary`); its gap and success
             intervals are then the anytime-valid ones. None for a fixed-n run.
         safety: Safety metrics per condition with paired differences to nominal
             (:class:`robogen.reports.safety.SafetyStats`); empty unless the run recorded

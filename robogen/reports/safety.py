@@ -16,9 +16,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from robogen.reports.stats import DEFAULT_N_BOOT, bootstrap_mean_interval
 from robogen.rollout.safety import SAFETY_METRICS
 from robogen.serialization import Record
+from robogen.stats.intervals import DEFAULT_N_BOOT, bootstrap_mean_interval
 from robogen.types import NOMINAL, EpisodeResult
 
 UNITS = {m.name: m.unit for m in SAFETY_METRICS}

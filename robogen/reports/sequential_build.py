@@ -8,7 +8,7 @@ valid. For an ``--episodes auto`` run, :func:`apply_sequential` therefore replac
 * each condition's success-rate interval by the success-rate confidence sequence of its
   valid episodes in index order (same method, on [0, 1]),
 
-both from Waudby-Smith & Ramdas (2024), JRSS-B 86(1) (:mod:`robogen.reports.anytime`),
+both from Waudby-Smith & Ramdas (2024), JRSS-B 86(1) (:mod:`robogen.stats.anytime`),
 valid at any stopping time. Pair interactions keep their bootstrap interval, labelled as
 not adjusted for the sequential stopping (:func:`label_fixed_n`).
 """
@@ -19,9 +19,9 @@ import dataclasses
 import math
 from collections.abc import Mapping, Sequence
 
-from robogen.reports.anytime import success_rate_sequence
 from robogen.reports.records import AxisGap, ConditionStats, InteractionStats
-from robogen.reports.sequential import (
+from robogen.stats.anytime import success_rate_sequence
+from robogen.stats.sequential import (
     Outcomes,
     SequentialSummary,
     replay_manifest,

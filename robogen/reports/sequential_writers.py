@@ -2,7 +2,7 @@
 
 For an ``--episodes auto`` run each writer shows, per condition, the episodes used and why
 it stopped, the rule, and the interval method with its citation
-(:class:`~robogen.reports.sequential.SequentialSummary`).
+(:class:`~robogen.stats.sequential.SequentialSummary`).
 """
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ import math
 
 from robogen.reports.html_parts import html_table
 from robogen.reports.records import Report
-from robogen.reports.sequential import REASON_TEXT, SequentialSummary
 from robogen.reports.sequential_build import FIXED_N_LABEL
+from robogen.stats.sequential import REASON_TEXT, SequentialSummary
 
 
 def rule_text(s: SequentialSummary) -> str:

@@ -41,8 +41,8 @@ from robogen.reports.records import (
 )
 from robogen.reports.safety import SAFETY_NOTE, safety_table, significant_change
 from robogen.reports.sequential_writers import header_fact, html_section, md_section
-from robogen.reports.sweep import BreakingPoint
 from robogen.reports.video import VideoInfo
+from robogen.stats.sweep import BreakingPoint
 from robogen.types import to_dict
 
 REPORT_JSON = "report.json"

@@ -281,7 +281,7 @@ def build_manifest(cfg: EvalConfig, env: Any, policy: Any) -> EvalManifest:
     from robogen.policies import resolve_policy_uri
     from robogen.policies.base import PrivilegedPolicy, policy_inputs, policy_load_info
     from robogen.rollout.plan import build_conditions
-    from robogen.rollout.sweep import HALF, SWEEP_GRID
+    from robogen.stats.sweep import HALF, SWEEP_GRID
 
     scene = find_scene(env)
     axes = cfg.resolved_axes()

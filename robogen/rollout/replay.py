@@ -1,4 +1,4 @@
-"""Replay stored episodes with rendering on (filming them: :mod:`robogen.reports.failure_videos`).
+"""Replay stored episodes with rendering on (filming them: :mod:`robogen.runs.failure_videos`).
 
 Episodes are deterministic functions of (run seed, episode index, condition),
 so a failure is filmed after the run by replaying it with rendering on, instead

@@ -2,10 +2,11 @@
 
 ``run_evaluation(config)`` creates a run directory and runs all of its episodes;
 ``resume_run(run_dir)`` runs a killed run's missing units. Both end with the episodes
-stored and build no report: :mod:`robogen.reports.evaluation` (``evaluate``, ``resume``,
+stored and build no report: :mod:`robogen.runs.evaluation` (``evaluate``, ``resume``,
 ``rebuild_report``: the jobs behind ``robogen eval`` and ``robogen report``) calls them
-and writes the report, and passes in the stop rule of ``--episodes auto`` runs
-(:func:`robogen.reports.sequential_planner`).
+and writes the report. ``--episodes auto`` runs are scheduled by
+:func:`robogen.rollout.sequential.run_auto`, with the stop rule of
+:func:`robogen.stats.sequential_planner`.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from robogen.rollout.lock import RunDirLock
 from robogen.rollout.manifest import build_manifest, require_schema, with_hash
 from robogen.rollout.plan import make_units
 from robogen.rollout.probe import probe_policy
-from robogen.rollout.sequential import Planner
+from robogen.rollout.sequential import run_auto
 from robogen.rollout.session import EvalSession
 from robogen.rollout.store import ResultStore
 from robogen.types import (
@@ -48,19 +49,6 @@ RETRIED_ON_RESUME = ("worker_died", "infra_timeout", "infra_error")
 """Causes whose units ``--resume`` runs again (the machinery failed; the cell may work now)."""
 
 ProgressFn = Callable[[int, int], None]
-PlannerFactory = Callable[[EvalManifest], Planner]
-"""A sequential run's manifest -> its stop rule (:func:`robogen.reports.sequential_planner`)."""
-
-NO_PLANNER = (
-    "run {name!r} is sequential (--episodes auto) but no make_planner was given; pass "
-    "make_planner=robogen.reports.sequential_planner (robogen.reports.evaluation does)"
-)
-
-
-def _require_planner(manifest: EvalManifest, make_planner: PlannerFactory | None,
-                     name: str) -> None:
-    if manifest.sequential is not None and make_planner is None:
-        raise TypeError(NO_PLANNER.format(name=name))
 
 
 def _default_out(cfg: EvalConfig) -> Path:
@@ -160,7 +148,7 @@ def run_sweep(store: ResultStore, options: BackendOptions, progress: ProgressFn 
     resumes: the stored manifest's missing units run first, then the rounds
     continue from the stored episodes (the choice is a function of them only).
     """
-    from robogen.rollout.sweep import next_severities
+    from robogen.stats.sweep import next_severities
     from robogen.types import INVALID_CAUSES, AxisLevel, Condition
 
     m = store.manifest
@@ -202,7 +190,6 @@ def run_evaluation(
     *,
     progress: ProgressFn | None = None,
     check_manifest: Callable[[EvalManifest], None] | None = None,
-    make_planner: PlannerFactory | None = None,
 ) -> ResultStore:
     """Create the run directory ``cfg`` describes and run all of its episodes (no report).
 
@@ -212,8 +199,6 @@ def run_evaluation(
         check_manifest: Called with the prepared manifest before anything is written
             or run; raising there stops the evaluation (``robogen check`` refuses a
             protocol that differs from its baseline's this way).
-        make_planner: The stop rule of a sequential (``--episodes auto``) run; required
-            for one (:func:`robogen.reports.sequential_planner`).
 
     Returns:
         The run's store, every episode stored.
@@ -221,15 +206,12 @@ def run_evaluation(
     Raises:
         InvalidSpecError, SpaceMismatchError, CheckpointError, UnknownNameError,
         RunDirError: On bad input, before any episode runs or any file is written.
-        TypeError: If the run is sequential and ``make_planner`` is None (before
-            anything is written).
     """
     out = Path(cfg.out) if cfg.out else _default_out(cfg)
     ResultStore.require_new(out)
     manifest = prepare(cfg)
     if check_manifest is not None:
         check_manifest(manifest)
-    _require_planner(manifest, make_planner, str(out))
     # workers start before the run dir exists: a set-up failure leaves nothing behind
     backend = make_backend(manifest, backend_options(cfg), max_workers=len(plan_units(manifest)))
     lock: RunDirLock | None = None
@@ -245,8 +227,7 @@ def run_evaluation(
         raise
     with lock:
         if manifest.sequential is not None:
-            assert make_planner is not None  # _require_planner
-            run_auto(store, backend_options(cfg), make_planner, progress, backend=backend)
+            run_auto(store, backend_options(cfg), progress, backend=backend)
         else:
             run_session(store, backend_options(cfg), progress, backend=backend)
             run_sweep(store, backend_options(cfg), progress)
@@ -273,27 +254,6 @@ def _require_registrations(manifest: EvalManifest, run_dir: Path | str) -> None:
         if SCRIPT in manifest.plugins:
             raise PluginError(SCRIPT, SCRIPT_RESUME.format(error=e)) from e
         raise
-
-
-def run_auto(store: ResultStore, options: BackendOptions, make_planner: PlannerFactory,
-             progress: ProgressFn | None = None, backend: Backend | None = None,
-             rerun: frozenset[int] = frozenset()) -> None:
-    """Run a sequential (``--episodes auto``) run's rounds until every condition stopped.
-
-    See :mod:`robogen.rollout.sequential`; the stop decisions come from
-    ``make_planner(manifest)``, :func:`robogen.reports.sequential_planner` (stored
-    outcomes only, so a resumed run stops where an uninterrupted one does).
-
-    Raises:
-        WorkerSetupError: If the workers cannot start.
-    """
-    from robogen.rollout.sequential import run_sequential
-
-    m = store.manifest
-    if backend is None:
-        per_cond = -(-m.n_episodes // m.batch_size)
-        backend = make_backend(m, options, max_workers=max(per_cond * len(m.conditions), 1))
-    run_sequential(store, backend, make_planner(m), progress=progress, rerun=rerun)
 
 
 def saved_config(run_dir: Path) -> dict[str, Any]:
@@ -327,7 +287,6 @@ def resume_run(
     options: ResumeOptions | None = None,
     *,
     progress: ProgressFn | None = None,
-    make_planner: PlannerFactory | None = None,
 ) -> ResultStore:
     """Finish a killed run: run only the units without a stored part (no report).
 
@@ -339,7 +298,6 @@ def resume_run(
         run_dir: The run directory.
         options: Backend, workers, timeouts (default :class:`ResumeOptions`: Ray).
         progress: Called with (episodes done, total).
-        make_planner: The stop rule of a sequential run; required for one.
 
     Returns:
         The run's store, every episode stored.
@@ -347,7 +305,6 @@ def resume_run(
     Raises:
         RunDirError: If ``run_dir`` is missing, empty or corrupt.
         InvalidSpecError: If ``options.backend`` is not ``ray`` or ``serial``.
-        TypeError: If the run is sequential and ``make_planner`` is None.
         WorkerSetupError: If the workers cannot start.
         PluginError: If a plug-in module the run's manifest lists cannot be imported.
     """
@@ -356,14 +313,13 @@ def resume_run(
     require_schema(store.manifest, run_dir)
     _require_registrations(store.manifest, run_dir)
     with RunDirLock(store.run_dir):  # one writer: a run still going is refused, a dead one's
-        _resume_locked(store, options, progress, make_planner)  # lock taken over
+        _resume_locked(store, options, progress)  # lock taken over
     return store
 
 
-def _resume_locked(store: ResultStore, options: ResumeOptions, progress: ProgressFn | None,
-                   make_planner: PlannerFactory | None) -> None:
+def _resume_locked(store: ResultStore, options: ResumeOptions,
+                   progress: ProgressFn | None) -> None:
     """:func:`resume_run` once the run directory's writer lock is held."""
-    run_dir = store.run_dir
     store.remove_stale_temporaries()
     for path, why in store.set_aside_damaged():
         print_message("warning", DAMAGED_PART.format(path=str(path), why=why),
@@ -377,12 +333,10 @@ def _resume_locked(store: ResultStore, options: ResumeOptions, progress: Progres
                                  num_gpus_per_worker=saved.get("num_gpus_per_worker", 0.0),
                                  unit_timeout_s=unit_timeout,
                                  render_device=saved.get("render_device", "auto"))
-    _require_planner(store.manifest, make_planner, str(run_dir))
     rerun = (store.units_with_causes(RETRIED_ON_RESUME) if options.retry_invalid
              else frozenset[int]())
     if store.manifest.sequential is not None:
-        assert make_planner is not None  # _require_planner
-        run_auto(store, run_options, make_planner, progress, rerun=rerun)
+        run_auto(store, run_options, progress, rerun=rerun)
     else:
         run_session(store, run_options, progress, rerun=rerun)
         run_sweep(store, run_options, progress)

@@ -2,12 +2,14 @@
 
 The manifest of an auto run holds every work unit up to the cap (``n_episodes`` is
 ``sequential.max_episodes``), so unit ids are those of a fixed-n run with that many
-episodes and a resumed run recognises finished units by id. :func:`run_sequential`
-then runs only the units the stop rule asks for, in *rounds*:
+episodes and a resumed run recognises finished units by id. :func:`run_auto` (what
+``run_evaluation`` and ``resume_run`` call) hands :func:`run_sequential` the run's stop
+rule (:func:`robogen.stats.sequential_planner`), which then runs only the units the stop
+rule asks for, in *rounds*:
 
 1. read the stored outcomes (each round reads only the parts that are new);
 2. ask the planner, for every condition, how many episode indices ``0..n-1`` it needs
-   (a function of the stored outcomes only: :mod:`robogen.reports.sequential` replays
+   (a function of the stored outcomes only: :mod:`robogen.stats.sequential` replays
    the stop decisions batch boundary by batch boundary) and whether it has stopped;
    nominal needs the most indices any perturbed condition needs, so every pair exists;
 3. run every missing unit below those counts as one backend call (the Ray backend runs
@@ -22,43 +24,22 @@ backend, stops every condition at the same episode counts.
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Mapping
-from dataclasses import dataclass
 from typing import Literal
 
 import pyarrow.parquet as pq
 
 from robogen.errors import RobogenError
-from robogen.rollout.backend import Backend
+from robogen.rollout.backend import Backend, BackendOptions
+from robogen.rollout.backends import make_backend
 from robogen.rollout.plan import make_units
 from robogen.rollout.session import EvalSession
 from robogen.rollout.store import ResultStore
+from robogen.stats.sequential import ConditionTarget, Outcomes, Planner, sequential_planner
 from robogen.types import INVALID_CAUSES, WorkUnit
 
 ProgressFn = Callable[[int, int], None]
-Outcomes = dict[int, bool | None]
-"""Episode index -> success of one condition's stored episodes (None: invalid episode)."""
 Order = Literal["widest", "plan"]
 """Order of a round's units: widest interval relative to the target first, or plan order."""
-
-
-@dataclass(frozen=True, slots=True)
-class ConditionTarget:
-    """What the planner asks of one condition after a round.
-
-    Attributes:
-        episodes: Episode indices ``0..episodes-1`` the condition needs stored.
-        stopped: Whether it needs no more (its stop rule fired).
-        priority: Half-width relative to the target (larger runs first); ``inf`` for
-            nominal and for conditions without a pair yet.
-    """
-
-    episodes: int
-    stopped: bool
-    priority: float
-
-
-Planner = Callable[[Mapping[str, Outcomes]], Mapping[str, ConditionTarget]]
-"""Stored outcomes by condition -> the target of every condition of the manifest."""
 
 NO_PROGRESS = (
     "sequential run {run_dir!r}: conditions {conditions} have not stopped but need no "
@@ -72,9 +53,10 @@ class _OutcomeCache:
     def __init__(self, store: ResultStore) -> None:
         self._store = store
         self._seen: set[int] = set()
-        self.outcomes: dict[str, Outcomes] = {c.name: {} for c in store.manifest.conditions}
+        self.outcomes: dict[str, dict[int, bool | None]] = {
+            c.name: {} for c in store.manifest.conditions}
 
-    def refresh(self) -> dict[str, Outcomes]:
+    def refresh(self) -> Mapping[str, Outcomes]:
         for uid in sorted(self._store.done_units() - self._seen):
             cols = pq.read_table(self._store.part_path(uid),
                                  columns=["condition", "episode_index", "success", "cause"])
@@ -162,3 +144,29 @@ def run_sequential(
                     progress(before + count, total)
 
             session.run(todo, progress=report)
+
+
+def run_auto(store: ResultStore, options: BackendOptions, progress: ProgressFn | None = None,
+             backend: Backend | None = None, rerun: frozenset[int] = frozenset()) -> None:
+    """Run a sequential (``--episodes auto``) run's rounds until every condition stopped.
+
+    :func:`run_sequential` with the stop rule of the run's manifest
+    (:func:`robogen.stats.sequential_planner`: a function of the stored outcomes only,
+    so a resumed run stops where an uninterrupted one does).
+
+    Args:
+        store: The run's store (its manifest has ``sequential`` set).
+        options: Backend to start when ``backend`` is None (as many workers as a round
+            can use: every condition's batches up to the cap).
+        progress: Called with (episodes stored, episodes the current targets need).
+        backend: A started backend to use (closed at the end).
+        rerun: Ids of stored units to run again first.
+
+    Raises:
+        WorkerSetupError: If the workers cannot start.
+    """
+    m = store.manifest
+    if backend is None:
+        per_cond = -(-m.n_episodes // m.batch_size)
+        backend = make_backend(m, options, max_workers=max(per_cond * len(m.conditions), 1))
+    run_sequential(store, backend, sequential_planner(m), progress=progress, rerun=rerun)

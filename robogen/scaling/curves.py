@@ -57,7 +57,6 @@ from numpy.typing import ArrayLike
 
 from robogen._atomic import write_atomic
 from robogen.errors import InvalidSpecError
-from robogen.reports.stats import wilson_interval
 from robogen.scaling.curve_fit import (
     B_BOUNDS,
     DEFAULT_N_BOOT,
@@ -70,6 +69,7 @@ from robogen.scaling.curve_fit import (
     fixed_n0_bounds,
     predict,
 )
+from robogen.stats.intervals import wilson_interval
 
 __all__ = [
     "B_BOUNDS",
@@ -137,7 +137,7 @@ class CurvePoint:
     @classmethod
     def from_counts(cls, x: int, successes: int, n: int, *, seed: int | None = None,
                     confidence: float = 0.95) -> CurvePoint:
-        """A point with its Wilson interval (:func:`robogen.reports.stats.wilson_interval`)."""
+        """A point with its Wilson interval (:func:`robogen.stats.intervals.wilson_interval`)."""
         low, high = wilson_interval(int(successes), int(n), confidence)
         return cls(int(x), int(successes), int(n), low, high, seed)
 

@@ -24,7 +24,7 @@ import numpy as np
 
 from robogen._atomic import write_atomic
 from robogen.reports.html_parts import CSS, html_table
-from robogen.reports.stats import wilson_interval
+from robogen.stats.intervals import wilson_interval
 
 if TYPE_CHECKING:
     from robogen.scaling.curves import CurvesFile, FactorCurve

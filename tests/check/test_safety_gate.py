@@ -17,7 +17,7 @@ from robogen.check.run import CheckOutcome
 from robogen.check.run import run_check as _run_check
 from robogen.configs import load_eval_config
 from robogen.errors import InvalidSpecError
-from robogen.reports.evaluation import evaluate
+from robogen.runs.evaluation import evaluate
 
 JITTERY = "python:tests/fixtures/jittery_policies.py:jittery"
 

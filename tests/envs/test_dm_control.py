@@ -292,8 +292,8 @@ def _strip(results):
 @needs_dmc
 def test_serial_and_ray_give_identical_dm_control_episodes(tmp_path) -> None:
     from robogen.configs import load_eval_config
-    from robogen.reports.evaluation import evaluate
     from robogen.rollout.store import ResultStore
+    from robogen.runs.evaluation import evaluate
 
     def cfg(backend: str, **kw):
         return load_eval_config(
@@ -323,9 +323,9 @@ def test_serial_and_ray_give_identical_dm_control_episodes(tmp_path) -> None:
 
 @needs_dmc
 def test_a_killed_dm_control_run_resumes_without_lost_or_repeated_episodes(tmp_path) -> None:
-    from robogen.reports.evaluation import resume
     from robogen.rollout.runner import plan_units
     from robogen.rollout.store import ResultStore
+    from robogen.runs.evaluation import resume
     from tests.fixtures.interrupt import sigint_inherited
 
     out = tmp_path / "run"

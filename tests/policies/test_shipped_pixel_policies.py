@@ -14,7 +14,7 @@ import pytest
 
 from robogen.configs import load_eval_config
 from robogen.reports import load_report
-from robogen.reports.evaluation import evaluate
+from robogen.runs.evaluation import evaluate
 
 ASSETS = Path(__file__).resolve().parents[2] / "robogen" / "assets" / "policies"
 ENV = "robogen/Push-v0"

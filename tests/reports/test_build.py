@@ -21,8 +21,8 @@ from robogen.reports import (
     build_report,
     failure_pairs,
     render_markdown,
-    wilson_interval,
 )
+from robogen.stats import wilson_interval
 from robogen.types import AxisLevel, Condition, EpisodeResult, EvalManifest, RenderSettings
 
 ENV = "robogen/PickPlace-v0"

@@ -14,8 +14,8 @@ from typer.testing import CliRunner
 from robogen.cli import app
 from robogen.configs import load_eval_config
 from robogen.reports.compare import compare_runs, load_run
-from robogen.reports.evaluation import evaluate
 from robogen.rollout.store import ResultStore
+from robogen.runs.evaluation import evaluate
 from tests.fixtures.interrupt import sigint_inherited
 
 FIXTURES = Path(__file__).resolve().parents[1] / "check" / "degraded_policies.py"
@@ -197,8 +197,8 @@ def test_eval_with_a_bad_second_policy_runs_nothing(tmp_path) -> None:
 def test_several_policy_eval_starts_at_most_one_figure_helper_per_core(tmp_path, monkeypatch):
     """Each run's figures are drawn by a helper process of its own only up to one per core;
     the later runs' figures are drawn in-process, and every run's report has all of them."""
-    from robogen.reports import multi
     from robogen.reports.plot_worker import PlotWorker
+    from robogen.runs import multi
 
     started = []
     monkeypatch.setattr(multi.os, "cpu_count", lambda: 1)

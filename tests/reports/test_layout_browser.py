@@ -16,7 +16,7 @@ import pytest
 
 from robogen.configs import load_eval_config
 from robogen.reports.compare import compare_dirs
-from robogen.reports.evaluation import evaluate
+from robogen.runs.evaluation import evaluate
 from tests.reports.browser import chromium, layout, screenshot
 
 FIXTURES = Path(__file__).resolve().parents[1] / "check" / "degraded_policies.py"

@@ -11,14 +11,14 @@ from typer.testing import CliRunner
 
 from robogen.cli import app
 from robogen.reports import load_report
-from robogen.reports.sweep import (
+from robogen.rollout.store import ResultStore
+from robogen.stats.sweep import (
     SWEEP_GRID,
     SWEEP_RESOLUTION,
     breaking_point,
     crossing,
     next_severities,
 )
-from robogen.rollout.store import ResultStore
 
 N = 400
 THRESH = (np.arange(N) + 0.5) / N

@@ -7,8 +7,8 @@ from __future__ import annotations
 import json
 
 from robogen.configs import load_eval_config
-from robogen.reports.evaluation import evaluate
 from robogen.reports.records import STATUS_NOT_OBSERVED
+from robogen.runs.evaluation import evaluate
 
 
 def test_no_breaking_point_for_an_unobserved_axis(tmp_path):

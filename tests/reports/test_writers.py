@@ -309,7 +309,7 @@ def test_closed_plot_worker_process_ends(report: Report) -> None:
 EVAL_WITHOUT_MATPLOTLIB = """
 import sys
 from robogen.configs import EvalConfig
-from robogen.reports.evaluation import evaluate
+from robogen.runs.evaluation import evaluate
 
 cfg = EvalConfig(env="robogen/Reach-v0", policy="expert", axes=["physics"], severities=[1.0],
                  episodes=4, batch_size=4, backend="serial", videos=0, out=sys.argv[1])

@@ -10,8 +10,8 @@ import sys
 import pytest
 
 from robogen.configs import load_eval_config
-from robogen.reports.evaluation import evaluate
 from robogen.rollout.store import ResultStore
+from robogen.runs.evaluation import evaluate
 
 FIXTURE = "tests/fixtures/faulty_policies.py"
 
@@ -62,7 +62,7 @@ def test_gl_backend_chosen_before_mujoco_import():
 
 
 def test_report_rebuild_keeps_video_labels(tmp_path):
-    from robogen.reports.evaluation import rebuild_report
+    from robogen.runs.evaluation import rebuild_report
 
     cfg = load_eval_config(
         None, env="robogen/Reach-v0", policy="random", axes=["physics"], severities=[1.0],

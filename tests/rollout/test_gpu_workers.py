@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 
 from robogen.configs import load_eval_config
-from robogen.reports.evaluation import evaluate
 from robogen.rollout.backend import WorkerSetupError
 from robogen.rollout.gpu import WORKERS, is_software_renderer, query_egl_devices, read_placements
 from robogen.rollout.store import ResultStore
+from robogen.runs.evaluation import evaluate
 from tests.rollout.cluster import LoopbackCluster
 
 PIXEL_POLICY = "flax:robogen/assets/policies/push_pixels_plain"

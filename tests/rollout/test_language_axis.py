@@ -15,9 +15,9 @@ from robogen.configs import load_eval_config
 from robogen.perturbations import make_axis
 from robogen.perturbations.language import LanguagePerturbation, prompt_edits
 from robogen.perturbations.wrapper import axis_rng
-from robogen.reports.evaluation import evaluate
 from robogen.reports.records import STATUS_NOT_OBSERVED, STATUS_OK
 from robogen.rollout.store import ResultStore
+from robogen.runs.evaluation import evaluate
 from tests.test_serve import FIXTURE, Server, servers  # noqa: F401 - the servers fixture
 
 PROMPT = "pick the red block and place it on the target"

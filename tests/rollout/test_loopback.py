@@ -8,8 +8,8 @@ import ipaddress
 import psutil
 
 from robogen.configs import load_eval_config
-from robogen.reports.evaluation import evaluate
 from robogen.rollout.ray_backend import ray_is_up, shutdown_ray
+from robogen.runs.evaluation import evaluate
 
 
 def _is_loopback(host: str) -> bool:

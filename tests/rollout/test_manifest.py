@@ -189,8 +189,8 @@ def _episodes(run_dir: Path) -> list:
 def test_a_run_stored_before_the_newer_fields_resumes(tmp_path):
     """A manifest.json without the fields added since (as the fixture) loads, keeps its hash
     and resumes to the episodes an uninterrupted run stores."""
-    from robogen.reports.evaluation import evaluate, resume
     from robogen.rollout.store import MANIFEST, ResultStore
+    from robogen.runs.evaluation import evaluate, resume
 
     out = tmp_path / "old"
     evaluate(_cfg("reach", episodes=4, batch_size=2, axes=["physics"], out=out, videos=0))

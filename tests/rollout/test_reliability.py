@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 
 from robogen.configs import load_eval_config
-from robogen.reports.evaluation import evaluate, resume
 from robogen.rollout.faults import load_faults
 from robogen.rollout.plan import episode_seed
 from robogen.rollout.store import ResultStore
+from robogen.runs.evaluation import evaluate, resume
 from tests.rollout.cluster import LoopbackCluster
 
 HANG = "python:tests/fixtures/infra_policies.py:hang"

@@ -12,8 +12,8 @@ from robogen.configs import load_eval_config
 from robogen.envs import render
 from robogen.envs.render import FRAME_TIMED_OUT, PendingFrame, RenderTimeoutError
 from robogen.errors import InfrastructureError
-from robogen.reports.evaluation import evaluate
 from robogen.rollout.store import ResultStore
+from robogen.runs.evaluation import evaluate
 
 
 def test_a_pending_frame_that_never_comes_raises_after_its_timeout():

@@ -45,9 +45,9 @@ VECNORM = "robogen/assets/checkpoints/ppo_reacher_vecnormalize.pkl"
 def test_a_replay_reproduces_its_stored_episode_exactly(tmp_path) -> None:
     """The shipped PPO checkpoint's batched MLP depends on the batch it runs in; a replay
     runs the stored unit's batch again, so return, length and outcome match exactly."""
-    from robogen.reports.evaluation import evaluate
     from robogen.rollout.replay import replay_differences, replay_episode
     from robogen.rollout.store import ResultStore
+    from robogen.runs.evaluation import evaluate
 
     cfg = load_eval_config(
         None, env="gymnasium/Reacher-v5", policy=f"sb3:{CKPT}", vecnormalize=VECNORM,
@@ -90,9 +90,9 @@ def test_an_episode_replayed_alone_is_the_stored_one(tmp_path) -> None:
     """The shipped pixel policy's rows depend on their own observation only: run alone, each
     stored episode comes back exactly (return, length, outcome) with the same frames as a
     replay of its whole unit, and so does the episode run as a unit of its own."""
-    from robogen.reports.evaluation import evaluate
     from robogen.rollout.replay import replay_differences, stored_unit
     from robogen.rollout.store import ResultStore
+    from robogen.runs.evaluation import evaluate
 
     cfg = load_eval_config(
         None, env="robogen/Push-v0", policy=PIXEL_POLICY, obs_mode="state+pixels",
@@ -136,8 +136,8 @@ def test_a_policy_reading_the_simulator_does_not_run_an_episode_alone(tmp_path) 
 
 
 def test_a_failure_video_records_the_camera_it_was_filmed_from(tmp_path) -> None:
-    from robogen.reports.evaluation import evaluate
     from robogen.reports.video import read_video_info
+    from robogen.runs.evaluation import evaluate
 
     for obs_mode, camera in (("pixels", "side"), ("state", "front")):  # observation camera
         cfg = load_eval_config(

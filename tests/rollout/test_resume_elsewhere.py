@@ -9,9 +9,9 @@ import pytest
 
 from robogen.configs import load_eval_config
 from robogen.policies import resolve_policy_uri
-from robogen.reports.evaluation import evaluate, resume
 from robogen.rollout.runner import plan_units
 from robogen.rollout.store import ResultStore
+from robogen.runs.evaluation import evaluate, resume
 from robogen.types import INVALID_CAUSES
 
 pytestmark = pytest.mark.filterwarnings("ignore:.*settotalmass.*")

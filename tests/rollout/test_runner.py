@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 from robogen.configs import load_eval_config
-from robogen.reports.evaluation import evaluate, resume
 from robogen.rollout.runner import plan_units
 from robogen.rollout.store import ResultStore
+from robogen.runs.evaluation import evaluate, resume
 from tests.fixtures.interrupt import sigint_inherited
 
 
@@ -135,9 +135,9 @@ def test_killed_run_resumes_without_lost_or_repeated_episodes(tmp_path):
 
 def test_the_runner_stores_episodes_and_the_report_is_built_above_it(tmp_path):
     """rollout/ runs and stores a run's episodes and writes no report; the report that
-    ``robogen.reports.evaluation`` builds from them is the one ``evaluate`` writes."""
-    from robogen.reports.evaluation import finish_report
+    ``robogen.runs.evaluation`` builds from them is the one ``evaluate`` writes."""
     from robogen.rollout.runner import run_evaluation
+    from robogen.runs.evaluation import finish_report
 
     store = run_evaluation(_cfg(tmp_path / "run", "serial", axes=["physics"], combined=False))
     assert len(store.load_results()) == 6 * 2 and store.done_units()
@@ -149,19 +149,21 @@ def test_the_runner_stores_episodes_and_the_report_is_built_above_it(tmp_path):
     assert sorted(outcome.files) == sorted(direct.files)
 
 
-def test_a_sequential_run_without_a_stop_rule_is_refused_before_anything_is_written(tmp_path):
-    from robogen.rollout.runner import NO_PLANNER, ResumeOptions, resume_run, run_evaluation
+def test_a_sequential_run_needs_no_stop_rule_from_above(tmp_path):
+    """rollout/ takes the stop rule of --episodes auto from robogen.stats itself: the runner
+    alone runs and resumes a sequential run, stopping where evaluate (with a report) does."""
+    from robogen.rollout.runner import ResumeOptions, resume_run, run_evaluation
 
-    out = tmp_path / "auto"
-    cfg = _cfg(out, "serial", axes=["physics"], combined=False, episodes="auto",
-               target_halfwidth=0.2, max_episodes=16, batch_size=8)
-    with pytest.raises(TypeError, match="make_planner=robogen.reports.sequential_planner"):
-        run_evaluation(cfg)
-    assert not out.exists()
-    evaluate(cfg)  # the reports layer passes the stop rule down
-    with pytest.raises(TypeError) as e:
-        resume_run(out, ResumeOptions(backend="serial"))
-    assert str(e.value) == NO_PLANNER.format(name=str(out))
+    kw = dict(axes=["physics"], combined=False, episodes="auto", target_halfwidth=0.2,
+              max_episodes=16, batch_size=8)
+    store = run_evaluation(_cfg(tmp_path / "auto", "serial", **kw))
+    direct = evaluate(_cfg(tmp_path / "direct", "serial", **kw))
+    assert not list(store.run_dir.glob("report.*"))
+    assert _strip(store.load_results()) == _strip(ResultStore.open(direct.run_dir).load_results())
+    assert len(store.load_results()) == direct.n_episodes
+    done = store.done_units()
+    again = resume_run(store.run_dir, ResumeOptions(backend="serial"))  # nothing left to run
+    assert again.done_units() == done
 
 
 _TORCH_PROBE = """

@@ -14,9 +14,9 @@ import pytest
 
 from robogen.configs import load_eval_config
 from robogen.envs.base import SceneRoles
-from robogen.reports.evaluation import evaluate
 from robogen.rollout.safety import DROP_MARGIN_M, SAFETY_NAMES, SafetyMonitor
 from robogen.rollout.store import ResultStore
+from robogen.runs.evaluation import evaluate
 
 MASS, RADIUS, PUSH = 2.0, 0.05, 30.0
 """The robot sphere [kg, m] and the downward force pressing it on the table [N]."""

@@ -17,18 +17,19 @@ from typer.testing import CliRunner
 
 from robogen.cli import app
 from robogen.configs import load_eval_config
-from robogen.reports.evaluation import evaluate, resume
-from robogen.reports.sequential import (
+from robogen.reports.writers import load_report
+from robogen.rollout.manifest import spec_hash
+from robogen.rollout.sequential import round_units
+from robogen.rollout.store import ResultStore
+from robogen.runs.evaluation import evaluate, resume
+from robogen.stats.sequential import (
     REASON_NOMINAL,
     REASON_RUNNING,
+    ConditionTarget,
     replay_condition,
     replay_run,
 )
-from robogen.reports.stopping import simulate_stop_rule
-from robogen.reports.writers import load_report
-from robogen.rollout.manifest import spec_hash
-from robogen.rollout.sequential import ConditionTarget, round_units
-from robogen.rollout.store import ResultStore
+from robogen.stats.stopping import simulate_stop_rule
 from robogen.types import SEQUENTIAL_METHOD, Condition, EvalManifest, SequentialRule, WorkUnit
 
 LIGHT = "python:tests/fixtures/sequential_policies.py:light_sensitive"
@@ -57,7 +58,7 @@ def test_replay_stops_where_the_tested_stop_rule_does(gap):
     d = (rng.random(400) < gap).astype(np.float64)
     nom, per = _stream(d)
     stop = replay_condition("c", rule, nom, per)
-    from robogen.reports.sequential import stop_rule
+    from robogen.stats.sequential import stop_rule
 
     n, reasons, lo, hi = simulate_stop_rule(d[None, :], stop_rule(rule))
     assert (stop.episodes, stop.reason) == (int(n[0]), reasons[0])

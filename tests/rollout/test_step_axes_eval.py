@@ -7,9 +7,9 @@ from __future__ import annotations
 import json
 
 from robogen.configs import load_eval_config
-from robogen.reports.evaluation import evaluate
 from robogen.reports.records import STATUS_NOT_OBSERVED, STATUS_OK
 from robogen.rollout.store import ResultStore
+from robogen.runs.evaluation import evaluate
 
 CKPT = "robogen/assets/checkpoints/ppo_reacher.zip"
 STATS = "robogen/assets/checkpoints/ppo_reacher_vecnormalize.pkl"

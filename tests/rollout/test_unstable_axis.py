@@ -12,9 +12,9 @@ import pytest
 
 from robogen.configs import load_eval_config
 from robogen.perturbations import AXES, Axis, Perturbation
-from robogen.reports.evaluation import evaluate
 from robogen.reports.records import STATUS_INVALID
 from robogen.rollout.store import ResultStore
+from robogen.runs.evaluation import evaluate
 
 AXIS = "timestep_x150"
 

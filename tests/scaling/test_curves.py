@@ -9,7 +9,6 @@ import numpy as np
 import pytest
 
 from robogen.errors import InvalidSpecError
-from robogen.reports.stats import wilson_interval
 from robogen.scaling.curve_fit import TOO_FEW_X
 from robogen.scaling.curves import (
     CURVES_WRONG_TASK,
@@ -22,6 +21,7 @@ from robogen.scaling.curves import (
     write_curves,
 )
 from robogen.scaling.curves_plot import curves_plot_png
+from robogen.stats.intervals import wilson_interval
 
 X_DENSE = np.array([0, 5, 10, 20, 40, 80, 160], float)
 X_SCALE = np.array([0, 10, 20, 40], float)

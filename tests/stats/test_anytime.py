@@ -7,15 +7,15 @@ import pytest
 from scipy import stats
 
 from robogen.errors import InvalidSpecError
-from robogen.reports.anytime import (
+from robogen.stats.anytime import (
     METHOD,
     AnytimeInterval,
     BettingConfidenceSequence,
     paired_gap_sequence,
     success_rate_sequence,
 )
-from robogen.reports.stats import agresti_min_interval
-from robogen.reports.stopping import (
+from robogen.stats.intervals import agresti_min_interval
+from robogen.stats.stopping import (
     MAX_BELOW_BATCH,
     StopRule,
     simulate_stop_rule,

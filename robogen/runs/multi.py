@@ -18,7 +18,7 @@ from pathlib import Path
 
 from robogen.configs import EvalConfig
 from robogen.errors import InvalidSpecError, RunDirError
-from robogen.reports.evaluation import EvalOutcome
+from robogen.runs.evaluation import EvalOutcome
 from robogen.rollout.runner import ProgressFn, prepare
 
 
@@ -129,12 +129,11 @@ def _evaluate_all(
     filming fails, without them), its figures drawn by a helper process of its own
     (:class:`~robogen.reports.plot_worker.PlotWorker`) started with the first episodes.
     The episodes, videos and reports are the same as one
-    :func:`~robogen.reports.evaluation.evaluate` per policy.
+    :func:`~robogen.runs.evaluation.evaluate` per policy.
     """
-    from robogen.reports.evaluation import finish_report
-    from robogen.reports.failure_videos import film_run
+    from robogen.runs.evaluation import finish_report
+    from robogen.runs.failure_videos import film_run
     from robogen.reports.plot_worker import PlotWorker
-    from robogen.reports.sequential import sequential_planner
     from robogen.rollout.backends import (
         map_calls,
         map_on_ray_workers,
@@ -166,8 +165,7 @@ def _evaluate_all(
             try:
                 for c in cfgs:  # its eval_config.json keeps --videos: a resume films them
                     stores.append(run_evaluation(
-                        c, progress=progress_for(c.policy) if progress_for else None,
-                        make_planner=sequential_planner))
+                        c, progress=progress_for(c.policy) if progress_for else None))
                 filmed = [i for i, c in enumerate(cfgs) if c.videos > 0]
                 calls = [(str(stores[i].run_dir), cfgs[i].videos) for i in filmed]
                 videos = map_on_ray_workers(film_run, [(stores[i].manifest, args) for i, args

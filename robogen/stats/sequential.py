@@ -4,14 +4,14 @@ A condition's stops are *replayed* from its stored outcomes: start at 0 episode 
 at each batch boundary ``n`` take the anytime-valid interval of the paired gap over the
 valid pairs among indices ``0..n-1`` (its episodes paired with nominal's same indices;
 a pair drops when either episode is invalid, as in the fixed-n gap), ask
-:func:`~robogen.reports.stopping.stop_decision`, and move to the next boundary it gives.
+:func:`~robogen.stats.stopping.stop_decision`, and move to the next boundary it gives.
 Each decision is a function of the outcomes before its boundary only, so the replay is
 the same for a run that was killed and resumed, and for the serial and Ray backends: the
 run stops every condition at the same episode count.
 
 Method: the hedged-capital betting confidence sequence of Waudby-Smith, I. & Ramdas, A.
 (2024), "Estimating means of bounded random variables by betting", *JRSS-B* 86(1): 1-27
-(:mod:`robogen.reports.anytime`). The reported gap interval of an auto run is that
+(:mod:`robogen.stats.anytime`). The reported gap interval of an auto run is that
 sequence's interval at the stop, which stays valid under this data-dependent stopping; a
 fixed-n interval recomputed at the stop would not be.
 """
@@ -19,15 +19,14 @@ fixed-n interval recomputed at the stop would not be.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 import numpy as np
 
-from robogen.reports.anytime import CITATION, AnytimeInterval, BettingConfidenceSequence
-from robogen.reports.stopping import StopRule, stop_decision
-from robogen.rollout.sequential import ConditionTarget, Planner
 from robogen.serialization import Record
+from robogen.stats.anytime import CITATION, AnytimeInterval, BettingConfidenceSequence
+from robogen.stats.stopping import StopRule, stop_decision
 from robogen.types import NOMINAL, EvalManifest, SequentialRule
 
 REASON_NOMINAL = "paired"
@@ -45,6 +44,26 @@ REASON_TEXT = {
 
 Outcomes = Mapping[int, bool | None]
 """Episode index -> success of one condition's stored episodes (None: invalid episode)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ConditionTarget:
+    """What the planner asks of one condition after a round.
+
+    Attributes:
+        episodes: Episode indices ``0..episodes-1`` the condition needs stored.
+        stopped: Whether it needs no more (its stop rule fired).
+        priority: Half-width relative to the target (larger runs first); ``inf`` for
+            nominal and for conditions without a pair yet.
+    """
+
+    episodes: int
+    stopped: bool
+    priority: float
+
+
+Planner = Callable[[Mapping[str, Outcomes]], Mapping[str, ConditionTarget]]
+"""Stored outcomes by condition -> the target of every condition of the manifest."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,7 +126,7 @@ class SequentialSummary(Record):
 
 
 def stop_rule(rule: SequentialRule) -> StopRule:
-    """The :class:`~robogen.reports.stopping.StopRule` of a manifest's sequential rule."""
+    """The :class:`~robogen.stats.stopping.StopRule` of a manifest's sequential rule."""
     return StopRule(target_halfwidth=rule.target_halfwidth, max_episodes=rule.max_episodes,
                     batch_size=rule.batch_size, gap_threshold=rule.gap_threshold,
                     confidence=rule.confidence)
@@ -223,7 +242,9 @@ def replay_manifest(manifest: EvalManifest, outcomes: Mapping[str, Outcomes],
 
 
 def sequential_planner(manifest: EvalManifest) -> Planner:
-    """The :data:`~robogen.rollout.sequential.Planner` of a sequential run's manifest.
+    """The :data:`Planner` of a sequential run's manifest (stored outcomes -> targets).
+
+    :func:`robogen.rollout.sequential.run_sequential` asks it after every round.
 
     Raises:
         ValueError: If the manifest has no sequential rule.

@@ -1,4 +1,4 @@
-"""Tests of robogen.reports.stats: Wilson interval, paired gap, interaction."""
+"""Tests of robogen.stats.intervals: Wilson interval, paired gap, interaction."""
 
 from __future__ import annotations
 
@@ -7,7 +7,12 @@ import pytest
 from scipy.stats import binomtest
 
 from robogen.errors import InvalidSpecError
-from robogen.reports.stats import bootstrap_mean_interval, interaction, paired_gap, wilson_interval
+from robogen.stats.intervals import (
+    bootstrap_mean_interval,
+    interaction,
+    paired_gap,
+    wilson_interval,
+)
 
 
 def test_wilson_pinned_values() -> None:

@@ -11,7 +11,7 @@ Three estimators, all pure functions of boolean outcome arrays:
 and the intervals they build on: :func:`bootstrap_mean_interval`,
 :func:`augmented_wald_interval` and :func:`bounded_mean_interval` (an interval of
 the mean of bounded paired differences that never has zero width; also exported by
-:mod:`robogen.reports.paired`, which builds on this module).
+:mod:`robogen.stats.paired`, which builds on this module).
 
 Pairing: episode ``i`` starts from the same initial state in every condition
 (common random numbers, Law & Kelton, *Simulation Modeling and Analysis*,
@@ -142,7 +142,7 @@ class Interaction:
         confidence: Two-sided confidence level of the interval.
         ci_method: ``bootstrap``, or ``augmented-wald`` when fewer than 10
             episodes have a non-zero interaction term (see
-            :func:`robogen.reports.paired.bounded_mean_interval`).
+            :func:`robogen.stats.paired.bounded_mean_interval`).
     """
 
     interaction: float
@@ -423,7 +423,7 @@ def interaction(
     With fewer than 10 episodes whose interaction term is non-zero the
     bootstrap is degenerate (zero width when all terms are 0), so the
     add-pseudo-episode Wald interval of
-    :func:`robogen.reports.paired.bounded_mean_interval` is used instead; it
+    :func:`robogen.stats.paired.bounded_mean_interval` is used instead; it
     always has positive width.
 
     Args:

@@ -2,7 +2,7 @@
 
 * :func:`bounded_mean_interval`: interval of the mean of bounded per-episode
   values (differences of paired outcomes) that never collapses to zero width
-  (defined in :mod:`robogen.reports.stats`, which interactions use, and re-exported here).
+  (defined in :mod:`robogen.stats.intervals`, which interactions use, and re-exported here).
 * :func:`sign_flip_pvalue`: exact (or Monte Carlo) paired randomization test
   that the per-episode differences are centred at 0.
 * :func:`mcnemar_exact_pvalue`: exact McNemar test of two paired success rates.
@@ -16,7 +16,7 @@ from collections.abc import Sequence
 import numpy as np
 from numpy.typing import ArrayLike
 
-from robogen.reports.stats import (
+from robogen.stats.intervals import (
     METHOD_AUGMENTED,
     METHOD_BOOTSTRAP,
     MIN_NONZERO_FOR_BOOTSTRAP,

@@ -1,7 +1,7 @@
 """When a sequentially evaluated condition stops: a stop rule on an anytime-valid interval.
 
 Episodes of a condition run in batches; after each batch the paired-gap
-confidence sequence of :mod:`robogen.reports.anytime` (Waudby-Smith & Ramdas
+confidence sequence of :mod:`robogen.stats.anytime` (Waudby-Smith & Ramdas
 2024, JRSS-B 86(1)) is updated and :func:`stop_decision` says whether to stop:
 
 * ``decided``: the interval lies wholly above or below a gap threshold the user
@@ -24,7 +24,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from robogen.errors import MUST_BE_IN_RANGE, InvalidSpecError
-from robogen.reports.anytime import (
+from robogen.stats.anytime import (
     DEFAULT_GRID,
     AnytimeInterval,
     BettingConfidenceSequence,

@@ -39,8 +39,8 @@ For a paired generalization gap the observations are ``d_i = y_nom,i -
 y_pert,i`` in ``[-1, 1]`` (:func:`paired_gap_sequence`); for one success rate
 they are the 0/1 outcomes in ``[0, 1]`` (:func:`success_rate_sequence`).
 
-:mod:`robogen.reports.stopping` turns an interval into "stop or run another
-batch" (:class:`~robogen.reports.stopping.StopRule`).
+:mod:`robogen.stats.stopping` turns an interval into "stop or run another
+batch" (:class:`~robogen.stats.stopping.StopRule`).
 """
 
 from __future__ import annotations
@@ -340,7 +340,7 @@ def paired_gap_sequence(nominal: ArrayLike, perturbed: ArrayLike,
         InvalidSpecError: If the arrays are not 1-D 0/1 arrays of equal length, or on
             bad arguments.
     """
-    from robogen.reports.stats import _as_outcomes
+    from robogen.stats.intervals import _as_outcomes
 
     nom, per = _as_outcomes("nominal and perturbed", nominal, perturbed)
     d = nom.astype(np.float64) - per.astype(np.float64)
@@ -353,7 +353,7 @@ def success_rate_sequence(outcomes: ArrayLike, **tuning: Unpack[BetTuning]) -> A
     Same method and arguments as :func:`paired_gap_sequence`, on ``[0, 1]``; the target
     half-width must be in (0, 0.5).
     """
-    from robogen.reports.stats import _as_outcomes
+    from robogen.stats.intervals import _as_outcomes
 
     (y,) = _as_outcomes("outcomes", outcomes)
     return mean_sequence(y.astype(np.float64), low=0.0, high=1.0, **tuning)

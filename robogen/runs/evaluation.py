@@ -2,10 +2,9 @@
 
 ``evaluate(config)`` runs a new evaluation, ``resume(run_dir)`` finishes a killed run and
 ``rebuild_report(run_dir)`` rewrites the report from the stored episodes. The episodes
-run in :mod:`robogen.rollout.runner` (plan, backend, store), which builds no report;
-this module adds what ends in one: the stop rule of ``--episodes auto`` runs
-(:func:`~robogen.reports.sequential.sequential_planner`), the report files and the
-failure videos.
+run in :mod:`robogen.rollout.runner` (plan, backend, store, and the stop rule of
+``--episodes auto`` runs), which builds no report; this module adds what ends in one:
+the report files and the failure videos.
 """
 
 from __future__ import annotations
@@ -20,7 +19,6 @@ from robogen.errors import RunDirError
 from robogen.perturbations import AXES
 from robogen.reports.build import build_report
 from robogen.reports.plot_worker import PlotWorker
-from robogen.reports.sequential import sequential_planner
 from robogen.reports.writers import report_write_error, write_report
 from robogen.rollout.faults import load_faults
 from robogen.rollout.gpu import hardware_summary, read_placements
@@ -59,12 +57,11 @@ def evaluate(
 ) -> EvalOutcome:
     """Run the evaluation ``cfg`` describes and write its report.
 
-    :func:`~robogen.rollout.runner.run_evaluation` (same arguments and errors) with the
-    stop rule of ``--episodes auto`` runs, then :func:`finish_report` with ``cfg.videos``.
+    :func:`~robogen.rollout.runner.run_evaluation` (same arguments and errors), then
+    :func:`finish_report` with ``cfg.videos``.
     """
     with PlotWorker() as plotter:  # imports matplotlib on another core while episodes run
-        store = run_evaluation(cfg, progress=progress, check_manifest=check_manifest,
-                               make_planner=sequential_planner)
+        store = run_evaluation(cfg, progress=progress, check_manifest=check_manifest)
         return finish_report(store, videos=cfg.videos, plotter=plotter)
 
 
@@ -95,8 +92,7 @@ def resume(
     """
     resume_options = ResumeOptions(**options)  # a bad keyword fails before the helper starts
     with PlotWorker() as plotter:
-        store = resume_run(run_dir, resume_options, progress=progress,
-                           make_planner=sequential_planner)
+        store = resume_run(run_dir, resume_options, progress=progress)
         n_videos = saved_config(store.run_dir).get("videos", 2) if videos is None else videos
         return finish_report(store, videos=2 if n_videos is None else n_videos, plotter=plotter)
 
@@ -129,7 +125,7 @@ def finish_report(
                           hardware=hardware_summary(read_placements(store.run_dir)))
     video_files: dict[str, str] = dict(keep_videos or {})
     if videos > 0:
-        from robogen.reports.failure_videos import film_failures
+        from robogen.runs.failure_videos import film_failures
 
         try:
             video_files = film_failures(store, results, per_axis=videos)

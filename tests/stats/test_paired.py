@@ -5,14 +5,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from robogen.reports.paired import (
+from robogen.stats.intervals import agresti_min_interval
+from robogen.stats.paired import (
     augmented_wald_interval,
     bounded_mean_interval,
     holm_adjust,
     mcnemar_exact_pvalue,
     sign_flip_pvalue,
 )
-from robogen.reports.stats import agresti_min_interval
 
 
 @pytest.mark.parametrize(("n10", "n01", "n"), [(0, 0, 30), (3, 1, 30), (7, 0, 12)])
