@@ -70,6 +70,20 @@ def _old_jsonable(x: Any) -> Any:
     return x
 
 
+def _pop_all(x: Any, key: str) -> list[Any]:
+    """Remove ``key`` from every dict nested in ``x``; the values removed."""
+    out: list[Any] = []
+    if isinstance(x, dict):
+        if key in x:
+            out.append(x.pop(key))
+        for v in x.values():
+            out += _pop_all(v, key)
+    elif isinstance(x, list):
+        for v in x:
+            out += _pop_all(v, key)
+    return out
+
+
 def test_old_report_json_loads_and_writes_back_byte_for_byte() -> None:
     text = OLD_REPORT.read_text()
     report = Report.from_dict(json.loads(text))
@@ -80,6 +94,7 @@ def test_old_report_json_loads_and_writes_back_byte_for_byte() -> None:
     assert written["manifest"].pop("policy_inputs") == []  # unknown (issue 24)
     assert written["manifest"].pop("safety") is False  # not recorded (issue 24)
     assert written.pop("safety") == []
+    assert written.pop("hardware") == ""  # no workers.jsonl (issue 35)
     assert written["manifest"]["policy_load"].pop("servers") == []  # not remote (issue 27)
     # a render without tessellation fields rendered with MuJoCo's 28 x 16 and reads so
     render = written["manifest"]["render"]
@@ -102,6 +117,9 @@ def test_old_check_json_loads_and_writes_back_byte_for_byte() -> None:
     written = check.to_dict()
     # fields added since the fixture was written (the safety gate, issue 24) at their default
     assert written.pop("safety_margin") is None and written.pop("safety") == []
+    # no planning estimate in a check made before it (issue 38): -1 on every condition
+    estimates = _pop_all(written, "episodes_to_decide")
+    assert estimates and set(estimates) == {-1}
     assert json.dumps(written, indent=2, allow_nan=False) + "\n" == text
     assert check.to_dict() == _old_jsonable(dataclasses.asdict(check))
     assert check.sequential is not None and check.sequential.schedule == (20, 40)
