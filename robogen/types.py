@@ -54,9 +54,10 @@ Cause = Literal["timeout", "terminated", "policy_error", "sim_unstable", "worker
 ran out; ``terminated``: the env ended the episode without success (e.g. the
 robot fell); ``policy_error``: the policy raised or returned a non-finite action.
 Invalid episodes (the machinery failed, not the policy; see
-:data:`INVALID_CAUSES`): ``sim_unstable``: MuJoCo diverged (non-finite state or a
-bad-acceleration warning); ``worker_died``: the rollout worker process died
-(OOM killer, segfault, lost node) and its retries were used up;
+:data:`INVALID_CAUSES`): ``sim_unstable``: MuJoCo diverged at any step, the last included
+(a non-finite state, a state entry beyond MuJoCo's 1e10 limit, or a bad-state warning);
+``worker_died``: the rollout worker process died (OOM killer, segfault, lost node) and its
+retries were used up;
 ``infra_timeout``: the unit ran past its wall-clock budget; ``infra_error``: an
 infrastructure component failed (a policy server that timed out, dropped the
 connection or answered an error)."""
