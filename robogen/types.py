@@ -415,6 +415,10 @@ class EvalManifest(Record):
         safety: Whether every episode records the safety metrics of
             :mod:`robogen.rollout.safety` (``robogen eval --safety``). Not hashed: the
             episodes are the same either way.
+        safety_sampling: Where ``peak_contact_force_n`` was read
+            (:func:`robogen.rollout.safety.force_sampling`: ``peak over physics substeps`` or
+            ``sampled per env step``); empty without safety or in a manifest from before the
+            field. Not hashed.
     """
 
     schema_version: int
@@ -446,3 +450,4 @@ class EvalManifest(Record):
     plugins: tuple[str, ...] = ()
     policy_inputs: tuple[str, ...] = ()
     safety: bool = False
+    safety_sampling: str = ""

@@ -195,7 +195,8 @@ def render_markdown(report: Report, *, videos: Mapping[str, str] | None = None,
     out += [_md_condition_row(c) + (f" {_num(c.mean_policy_latency_ms, 1)} |" if latency else "")
             for c in report.conditions]
     if report.safety:
-        headers, rows = safety_table(report.safety, report.confidence)
+        headers, rows = safety_table(report.safety, report.confidence,
+                                     report.manifest.safety_sampling)
         out += ["", f"**Safety** <sub>{_md_escape(SAFETY_NOTE.format(ci=ci))}</sub>", "",
                 f"| {' | '.join(headers)} |", "|" + "---|" * len(headers)]
         out += [f"| {' | '.join(_md_escape(x) for x in r)} |" for r in rows]
@@ -423,7 +424,8 @@ def render_html(
         )
     )
     if report.safety:
-        headers, rows = safety_table(report.safety, report.confidence)
+        headers, rows = safety_table(report.safety, report.confidence,
+                                     report.manifest.safety_sampling)
         parts.append(f"<h2>Safety</h2><p class=\"note\">{e(SAFETY_NOTE.format(ci=ci))}</p>")
         parts.append(html_table(headers, rows))
     notes = _grouped_notes(gaps)

@@ -75,7 +75,7 @@ before ``--episodes auto``) keep their hash."""
 
 RECORD_ONLY_FIELDS: tuple[str, ...] = (
     "versions", "spec_hash", "deterministic_actions", "reward_source", "policy_load", "plugins",
-    "policy_inputs", "safety",
+    "policy_inputs", "safety", "safety_sampling",
 )
 """Manifest fields recorded for readers but left out of :func:`spec_hash`: facts this version
 of robogen fixes (or that describe the checkpoint, not the protocol), so a manifest
@@ -276,6 +276,7 @@ def build_manifest(cfg: EvalConfig, env: Any, policy: Any) -> EvalManifest:
     from robogen.policies import resolve_policy_uri
     from robogen.policies.base import PrivilegedPolicy, policy_inputs, policy_load_info
     from robogen.rollout.plan import build_conditions
+    from robogen.rollout.safety import force_sampling
     from robogen.rollout.sweep import HALF, SWEEP_GRID
 
     scene = find_scene(env)
@@ -318,6 +319,7 @@ def build_manifest(cfg: EvalConfig, env: Any, policy: Any) -> EvalManifest:
         plugins=plugin_modules(cfg.env, cfg.policy, axes),
         policy_inputs=policy_inputs(policy),
         safety=cfg.safety,
+        safety_sampling=force_sampling(scene) if cfg.safety else "",
     ))
 
 
