@@ -240,7 +240,8 @@ def safety_table(stats: Sequence[SafetyStats], confidence: float, sampling: str 
             ``peak_contact_force_n``; empty (a run from before it was recorded): nothing.
     """
     ci = f"{confidence * 100:g}% CI"
-    headers = ["condition", "metric", f"mean [{ci}]", f"vs nominal [{ci}]", "pairs"]
+    headers = ["condition", "metric", f"mean [{ci}, bootstrap]",
+               f"vs nominal [{ci}, paired bootstrap]", "pairs"]
     rows = []
     for s in stats:
         f = format_value
