@@ -191,6 +191,9 @@ class PerturbedEnv(gym.Wrapper[Any, Any, Any, Any], gym.utils.RecordConstructorA
         self._fields_cache: tuple[int, list[str]] | None = None
         self._filters: tuple[StepFilter, ...] = ()
         self._spread: tuple[np.ndarray | None] | None = None
+        self.last_observation: Any = None
+        """The observation the last ``reset`` or ``step`` returned, after the episode's step
+        filters: what the policy received (failure videos of pixel policies show it)."""
 
     # -- public ------------------------------------------------------------------------------
 
@@ -343,6 +346,7 @@ class PerturbedEnv(gym.Wrapper[Any, Any, Any, Any], gym.utils.RecordConstructorA
         self._filters = tuple(filters)
         for f in filters:
             obs = f.observation(obs)
+        self.last_observation = obs
         # (8) records
         records = [{**p.to_record(), "changed": c, **({"applied": a} if a else {})}
                    for p, c, a in zip(perts, changed, applied, strict=True)]
@@ -362,12 +366,15 @@ class PerturbedEnv(gym.Wrapper[Any, Any, Any, Any], gym.utils.RecordConstructorA
         """
         filters = self._filters
         if not filters:
-            return self._checked_step(action)
+            result = self._checked_step(action)
+            self.last_observation = result[0]
+            return result
         for f in filters:
             action = f.action(action)
         obs, reward, terminated, truncated, info = self._checked_step(action)
         for f in filters:
             obs = f.observation(obs)
+        self.last_observation = obs
         return obs, reward, terminated, truncated, info
 
     def _checked_step(self, action: Any) -> tuple[Any, Any, bool, bool, dict[str, Any]]:
