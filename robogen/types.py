@@ -205,6 +205,14 @@ class EpisodeResult(Record):
             object [steps].
         action_magnitude: Mean Euclidean norm of the policy's actions [action units].
         action_jerk: Mean norm of the actions' second difference [action units / step^2].
+        first_success_step: The first env step (1-based) at which the env reported success
+            (``info["success"]``), whether or not success held to the end; None if it never
+            did, and in runs stored before the column existed.
+        first_frame_digest: BLAKE2b digest (16 hex digits) of the policy's first image (the
+            reset's, as delivered) when the policy observes pixels; the report counts a
+            visual axis as applied to such an episode only if it differs from the nominal
+            episode's (otherwise "not observed in view"). None for state policies and old
+            runs.
     """
 
     env_id: str
@@ -232,6 +240,8 @@ class EpisodeResult(Record):
     distractor_contact_steps: int | None = None
     action_magnitude: float | None = None
     action_jerk: float | None = None
+    first_success_step: int | None = None
+    first_frame_digest: str | None = None
 
     def __post_init__(self) -> None:
         if self.success and self.cause is not None:

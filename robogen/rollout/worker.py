@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from robogen._cores import usable_cores
+from robogen.envs.observations import pixels_digest
 from robogen.envs.render import resolve_frames
 from robogen.errors import InfrastructureError, InfrastructureTimeoutError, RobogenError
 from robogen.rollout.plan import episode_seed, perturbation_seed
@@ -116,6 +117,8 @@ class _Slot:
     latency_ms: float | None = None
     safety: Any = None
     """The episode's :class:`~robogen.rollout.safety.SafetyMonitor` (``manifest.safety``)."""
+    first_success: int | None = None
+    first_frame: str | None = None
 
 
 def accepts_slots(policy: Any) -> bool:
@@ -374,6 +377,9 @@ class EpisodeWorker:
             except Exception as e:  # noqa: BLE001 - recorded with its cause
                 self._finish(slot, start, cause="sim_unstable", error=_short_error(e))
         self._resolve_frames(slots, range(n), start, setup=True)
+        if m.policy_obs_mode != "state":  # the report checks a visual axis is in view
+            for slot in slots:
+                slot.first_frame = pixels_digest(slot.obs)
         if self._prompted is not None:
             self._give_prompts(envs, slots)
         if self.frame_hook is not None:  # videos start with the reset frame
@@ -528,6 +534,8 @@ class EpisodeWorker:
             return
         slot.ret += reward
         slot.obs = obs
+        if slot.first_success is None and info.get("success"):
+            slot.first_success = slot.steps
         if terminated or truncated:
             if bool(info.get("success", False)):
                 self._finish(slot, start, success=True)
@@ -578,7 +586,7 @@ class EpisodeWorker:
             self.manifest, unit, s.episode_index, episode_return=s.ret, length_steps=s.steps,
             success=s.success, cause=s.cause, error=s.error, perturbations_json=s.perturbations,
             changed_axes=s.changed, wall_time_s=s.wall_time_s, policy_latency_ms=s.latency_ms,
-            **safety,
+            first_success_step=s.first_success, first_frame_digest=s.first_frame, **safety,
         )
 
 

@@ -169,6 +169,8 @@ SAFETY_COLUMNS = [
     ("action_magnitude", "double"), ("action_jerk", "double"),
 ]
 """The safety metrics' columns (issue 24), appended."""
+EPISODE_COLUMNS = [("first_success_step", "int64"), ("first_frame_digest", "string")]
+"""The first step of success and the first frame's digest (issue 40), appended."""
 
 
 def test_episode_schema_is_derived_from_the_record_with_the_old_columns(tmp_path):
@@ -181,7 +183,7 @@ def test_episode_schema_is_derived_from_the_record_with_the_old_columns(tmp_path
                              "int64": pa.int64(), "bool": pa.bool_()}.get(t, pa.list_(pa.string())))
                      for name, t in OLD_SCHEMA_COLUMNS])
     assert [(f.name, str(f.type)) for f in store_mod._SCHEMA] == [
-        *OLD_SCHEMA_COLUMNS, *SAFETY_COLUMNS]
+        *OLD_SCHEMA_COLUMNS, *SAFETY_COLUMNS, *EPISODE_COLUMNS]
     assert all(f.nullable for f in store_mod._SCHEMA)
     # a part written by the old explicit schema loads into equal records (NaN return of an
     # unstable episode stays NaN, a missing error stays None)
@@ -203,9 +205,12 @@ def test_episode_schema_is_derived_from_the_record_with_the_old_columns(tmp_path
                       .append(pa.field("object_dropped", pa.bool_()))
                       .append(pa.field("distractor_contact_steps", pa.int64()))
                       .append(pa.field("action_magnitude", pa.float64()))
-                      .append(pa.field("action_jerk", pa.float64())))
+                      .append(pa.field("action_jerk", pa.float64()))
+                      .append(pa.field("first_success_step", pa.int64()))
+                      .append(pa.field("first_frame_digest", pa.string())))
     frame = store.load_frame()  # an old part and a new one: the old one's safety reads null
     assert len(frame) == 3 and frame["peak_contact_force_n"].isna().all()
+    assert frame["first_success_step"].isna().all() and back[0].first_success_step is None
 
 
 def test_a_part_with_a_bad_row_names_the_field_and_the_fix(tmp_path):
