@@ -227,3 +227,23 @@ def test_a_part_with_a_bad_row_names_the_field_and_the_fix(tmp_path):
     text = str(e.value)
     assert "EpisodeResult.cause: must be one of ['timeout', 'terminated'" in text
     assert "got 'exploded'" in text and "robogen eval --resume" in text
+
+
+def test_the_first_step_of_success_is_stored_per_episode(tmp_path):
+    """Reach's expert succeeds and the task ends there: the first success step is the
+    episode's length; a failed episode stores None."""
+    from robogen.configs import load_eval_config
+    from robogen.reports.evaluation import evaluate
+
+    cfg = load_eval_config(None, env="robogen/Reach-v0", policy="expert:reach", axes=["physics"],
+                           severities=[1.0], episodes=2, batch_size=2, combined=False,
+                           videos=0, backend="serial", out=tmp_path / "r")
+    results = ResultStore.open(evaluate(cfg).run_dir).load_results()
+    assert any(r.success for r in results)
+    for r in results:
+        assert r.first_success_step == (r.length_steps if r.success else None)
+    short = load_eval_config(None, env="robogen/Reach-v0", policy="random:0", axes=["physics"],
+                             severities=[1.0], episodes=2, batch_size=2, combined=False,
+                             max_steps=3, videos=0, backend="serial", out=tmp_path / "s")
+    failed = ResultStore.open(evaluate(short).run_dir).load_results()
+    assert all(not r.success and r.first_success_step is None for r in failed)
