@@ -121,3 +121,32 @@ def test_contact_forces_are_read_from_a_consistent_state(prefix: str) -> None:
         agree = np.abs(got - now) <= np.maximum(ABS_TOL_N, REL_TOL * now)
         assert agree.mean() >= AGREE, list(zip(got[~agree], now[~agree], strict=True))
         assert stored == pytest.approx(now.max(), rel=0.1)
+
+
+@pytest.mark.parametrize("prefix", SUBSTEP_FAMILIES)
+def test_watching_substeps_changes_no_episode(prefix: str) -> None:
+    """The substep observer steps the same physics one substep at a time: bit for bit."""
+    fam = ENV_FAMILIES.get(prefix)
+    why = fam.missing()
+    if why is not None:
+        pytest.skip(f"{prefix} suite not installed: {why}")
+    runs = []
+    for watched in (False, True):
+        env = make(EPISODE[prefix])
+        try:
+            scene = find_scene(env)
+            env.reset(seed=3)
+            monitor = SafetyMonitor()
+            if watched:
+                monitor.start(scene)
+            rng = np.random.default_rng(3)
+            space = env.action_space
+            states = []
+            for _ in range(20):
+                a = rng.uniform(space.low, space.high).astype(space.dtype)
+                env.step(a)
+                states.append(np.concatenate([scene.data.qpos, scene.data.qvel]))
+            runs.append(np.stack(states))
+        finally:
+            env.close()
+    assert np.array_equal(runs[0], runs[1])
