@@ -417,9 +417,11 @@ class PerturbedEnv(gym.Wrapper[Any, Any, Any, Any], gym.utils.RecordConstructorA
         return result
 
     def __getstate__(self) -> dict[str, Any]:
-        """Pickle without the cached ``MjData`` views (they would unpickle as copies)."""
+        """Pickle without the cached ``MjData`` views (they would unpickle as copies) and the
+        last observation (a pending frame belongs to this process's render thread)."""
         state = self.__dict__.copy()
         state["_views"] = ()
+        state["last_observation"] = None
         return state
 
     # -- internals ---------------------------------------------------------------------------
