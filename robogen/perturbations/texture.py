@@ -76,6 +76,16 @@ class SurfaceLook:
         """The pattern as ``(height, width, 3) float64`` RGB in [0, 1]."""
         return self.image_rows(height, width, 0, height)
 
+    def second_colour_rows(self, height: int, width: int, start: int, stop: int
+                           ) -> np.ndarray:
+        """For a two-colour pattern (``flat``, ``checker``): ``(stop - start, width) bool``,
+        True where rows ``start:stop`` of :meth:`image` are ``rgb2`` (else ``rgb1``)."""
+        if self.pattern == "flat":
+            return np.zeros((stop - start, width), dtype=bool)
+        x = np.linspace(0.0, 1.0, width, endpoint=False)[None, :]
+        y = np.linspace(0.0, 1.0, height, endpoint=False)[start:stop, None]
+        return (np.floor(x * self.cells) + np.floor(y * self.cells)) % 2 != 0
+
     def image_rows(self, height: int, width: int, start: int, stop: int) -> np.ndarray:
         """Rows ``start:stop`` of :meth:`image` (the same values bit for bit), computed
         without the rest: ``(stop - start, width, 3) float64`` (read-only for ``flat``)."""
@@ -87,8 +97,8 @@ class SurfaceLook:
         if self.pattern == "flat":
             return np.broadcast_to(c1, (stop - start, width, 3))
         if self.pattern == "checker":
-            odd = (np.floor(x * self.cells) + np.floor(y * self.cells)) % 2 != 0
-            return np.where(odd[..., None], c2, c1)
+            return np.where(self.second_colour_rows(height, width, start, stop)[..., None],
+                            c2, c1)
         if self.pattern == "gradient":
             c, s = math.cos(self.angle_rad), math.sin(self.angle_rad)
             xc, ys_ = x * c, ys * s
@@ -205,6 +215,20 @@ def _paint_texture(model: Any, base: Any, t: int, a: float, look: Look) -> None:
     src = base.tex_data[adr:adr + n].reshape(h, w, nch)
     k = min(nch, 3)
     scale = a * 255.0
+    if a == 1.0 and isinstance(look, SurfaceLook) and look.pattern in ("flat", "checker"):
+        # the full look of two colours: each pixel is one of two uint8 values
+        q1, q2 = (np.clip(np.rint(scale * np.asarray(c)), 0, 255).astype(np.uint8)[:k]
+                  for c in (look.rgb1, look.rgb2))
+        if nch > k and base is not model:
+            dst[..., k:] = src[..., k:]
+        if look.pattern == "flat":
+            dst[..., :k] = q1
+            return
+        for r0 in range(0, h, ROWS_PER_BLOCK):
+            r1 = min(h, r0 + ROWS_PER_BLOCK)
+            second = look.second_colour_rows(h, w, r0, r1)
+            dst[r0:r1, :, :k] = np.where(second[..., None], q2, q1)
+        return
     for r0 in range(0, h, ROWS_PER_BLOCK):
         r1 = min(h, r0 + ROWS_PER_BLOCK)
         out = scale * look.image_rows(h, w, r0, r1)[..., :k]
