@@ -52,6 +52,31 @@ def route_mujoco_warnings() -> None:
     mujoco.set_mju_user_warning(handler)
 
 
+def route_robogen_warnings() -> None:
+    """Print each :class:`~robogen.errors.RobogenWarning` as one ``warning: message`` line on
+    stderr, once per distinct message (an env made again by a worker or a resume repeats
+    it), instead of Python's ``file:line: UserWarning: ...`` display; other warnings keep
+    it. Installed by the command-line entry point only."""
+    import warnings
+
+    from robogen.errors import RobogenWarning
+
+    shown: set[str] = set()
+    previous = warnings.showwarning
+
+    def show(message: Any, category: type[Warning], filename: str, lineno: int,
+             file: Any = None, line: str | None = None) -> None:
+        if not issubclass(category, RobogenWarning):
+            previous(message, category, filename, lineno, file, line)
+            return
+        text = str(message)
+        if text not in shown:
+            shown.add(text)
+            print_message("warning", text, style="bold yellow")
+
+    warnings.showwarning = show
+
+
 def exit_invalid(message: str) -> NoReturn:
     """Print ``error: message`` and leave the command with exit code 2 (invalid input)."""
     import typer

@@ -448,9 +448,10 @@ def main() -> None:
     """Console-script entry point."""
     if len(sys.argv) > 1 and sys.argv[1] not in ("--help", "-h"):
         _import_mujoco()
-        from robogen._console import route_mujoco_warnings
+        from robogen._console import route_mujoco_warnings, route_robogen_warnings
 
         route_mujoco_warnings()
+        route_robogen_warnings()
         # Ray and policy servers start processes with fork+exec after JAX is imported (a
         # flax: policy's probe); the child runs no Python of this process, so JAX's warning
         # about forking a multithreaded process does not apply there.

@@ -24,6 +24,12 @@ class RobogenError(Exception):
     """Base class of every error robogen raises on purpose."""
 
 
+class RobogenWarning(UserWarning):
+    """A warning meant for the user (not a code location): the CLI prints it once per run as
+    ``warning: <message>`` (:func:`robogen._console.route_robogen_warnings`), without the
+    file and line Python's default warning display adds."""
+
+
 class UnknownNameError(RobogenError, LookupError):
     """A registry key (env, axis, policy scheme, ...) that is not registered."""
 

@@ -54,9 +54,10 @@ Cause = Literal["timeout", "terminated", "policy_error", "sim_unstable", "worker
 ran out; ``terminated``: the env ended the episode without success (e.g. the
 robot fell); ``policy_error``: the policy raised or returned a non-finite action.
 Invalid episodes (the machinery failed, not the policy; see
-:data:`INVALID_CAUSES`): ``sim_unstable``: MuJoCo diverged (non-finite state or a
-bad-acceleration warning); ``worker_died``: the rollout worker process died
-(OOM killer, segfault, lost node) and its retries were used up;
+:data:`INVALID_CAUSES`): ``sim_unstable``: MuJoCo diverged at any step, the last included
+(a non-finite state, a state entry beyond MuJoCo's 1e10 limit, or a bad-state warning);
+``worker_died``: the rollout worker process died (OOM killer, segfault, lost node) and its
+retries were used up;
 ``infra_timeout``: the unit ran past its wall-clock budget; ``infra_error``: an
 infrastructure component failed (a policy server that timed out, dropped the
 connection or answered an error)."""
@@ -204,6 +205,14 @@ class EpisodeResult(Record):
             object [steps].
         action_magnitude: Mean Euclidean norm of the policy's actions [action units].
         action_jerk: Mean norm of the actions' second difference [action units / step^2].
+        first_success_step: The first env step (1-based) at which the env reported success
+            (``info["success"]``), whether or not success held to the end; None if it never
+            did, and in runs stored before the column existed.
+        first_frame_digest: BLAKE2b digest (16 hex digits) of the policy's first image (the
+            reset's, as delivered) when the policy observes pixels; the report counts a
+            visual axis as applied to such an episode only if it differs from the nominal
+            episode's (otherwise "not observed in view"). None for state policies and old
+            runs.
     """
 
     env_id: str
@@ -231,6 +240,8 @@ class EpisodeResult(Record):
     distractor_contact_steps: int | None = None
     action_magnitude: float | None = None
     action_jerk: float | None = None
+    first_success_step: int | None = None
+    first_frame_digest: str | None = None
 
     def __post_init__(self) -> None:
         if self.success and self.cause is not None:
@@ -414,6 +425,10 @@ class EvalManifest(Record):
         safety: Whether every episode records the safety metrics of
             :mod:`robogen.rollout.safety` (``robogen eval --safety``). Not hashed: the
             episodes are the same either way.
+        safety_sampling: Where ``peak_contact_force_n`` was read
+            (:func:`robogen.rollout.safety.force_sampling`: ``peak over physics substeps`` or
+            ``sampled per env step``); empty without safety or in a manifest from before the
+            field. Not hashed.
     """
 
     schema_version: int
@@ -445,3 +460,4 @@ class EvalManifest(Record):
     plugins: tuple[str, ...] = ()
     policy_inputs: tuple[str, ...] = ()
     safety: bool = False
+    safety_sampling: str = ""

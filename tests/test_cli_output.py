@@ -111,3 +111,32 @@ def test_run_records_actions_reward_policy_load_and_video_layout(piped_eval):
         assert list(frame.shape[:2]) == info["padded_size"]
         assert info["render_sizes"] == [[128, 128], [128, 128]] and info["scale"] == 2
         assert f"rendered 128x128 px, x2, {info['size'][0]}x{info['size'][1]} padded" in md
+
+
+def test_a_checkpoint_saved_under_other_versions_gets_one_terminal_line(tmp_path):
+    """The shipped PPO zip with its system_info.txt rewritten to another Python and torch:
+    the run goes on, and the terminal says so once, in one ``warning:`` line."""
+    import zipfile
+
+    ckpt = tmp_path / "older.zip"
+    with zipfile.ZipFile(CKPT / "ppo_reacher.zip") as src, \
+            zipfile.ZipFile(ckpt, "w", zipfile.ZIP_DEFLATED) as dst:
+        for item in src.infolist():
+            data = src.read(item.filename)
+            if item.filename == "system_info.txt":
+                data = (data.decode().replace("Python: 3.", "Python: 2.")
+                        .replace("PyTorch: ", "PyTorch: 1.0.0-was-")).encode()
+            dst.writestr(item, data)
+    env = {**os.environ, "COLUMNS": "80", "PYTHONPATH": str(ROOT)}
+    proc = subprocess.run(
+        [sys.executable, "-m", "robogen.cli", "eval", "--env", "gymnasium/Reacher-v5",
+         "--policy", f"sb3:{ckpt}", "--vecnormalize", str(CKPT / "ppo_reacher_vecnormalize.pkl"),
+         "--axes", "physics", "--severities", "1", "--episodes", "2", "--max-steps", "5",
+         "--backend", "serial", "--videos", "0", "--out", str(tmp_path / "run")],
+        capture_output=True, text=True, env=env, timeout=600, check=False,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    lines = [x for x in (proc.stdout + proc.stderr).splitlines() if "was saved with" in x]
+    assert len(lines) == 1, lines
+    assert lines[0].startswith(f"warning: policy sb3:{ckpt} was saved with Python 2.")
+    assert "PyTorch 1.0.0-was-" in lines[0] and "this run uses Python 3." in lines[0]

@@ -93,6 +93,7 @@ def test_old_report_json_loads_and_writes_back_byte_for_byte() -> None:
     assert written["manifest"].pop("plugins") == []  # no plug-in (issue 25)
     assert written["manifest"].pop("policy_inputs") == []  # unknown (issue 24)
     assert written["manifest"].pop("safety") is False  # not recorded (issue 24)
+    assert written["manifest"].pop("safety_sampling") == ""  # nor where (issue 40)
     assert written.pop("safety") == []
     assert written.pop("hardware") == ""  # no workers.jsonl (issue 35)
     assert written["manifest"]["policy_load"].pop("servers") == []  # not remote (issue 27)
@@ -144,9 +145,9 @@ def test_old_manifest_loads_with_the_defaults_of_later_fields() -> None:
     d = to_dict(m)
     assert set(d) - set(old) == {
         "deterministic_actions", "reward_source", "policy_load", "sequential", "plugins",
-        "policy_inputs", "safety"}
+        "policy_inputs", "safety", "safety_sampling"}
     assert m.sequential is None and m.plugins == () and m.policy_inputs == ()
-    assert m.safety is False
+    assert m.safety is False and m.safety_sampling == ""
     assert m.policy_load.replaced == () and m.deterministic_actions is True
     assert EvalManifest.from_dict(json.loads(json.dumps(d))) == m
 

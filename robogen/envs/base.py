@@ -11,6 +11,7 @@ stack.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
@@ -188,6 +189,29 @@ class MujocoScene(Protocol):
     ) -> np.ndarray:
         """Render ``(height, width, 3) uint8`` from ``camera`` (default: roles.cameras[0])."""
         ...
+
+
+SubstepObserver = Callable[[Any, Any], None]
+"""``fn(model: mujoco.MjModel, data: mujoco.MjData)``: sees one physics substep's solved state."""
+
+
+@runtime_checkable
+class SubstepScene(Protocol):
+    """A scene that steps its physics itself and lets an observer see every physics substep
+    at a consistent state (the built-in tasks, dm_control).
+
+    Attributes:
+        substep_observer: None, or ``fn(model, data)`` called after every physics substep
+            of ``step`` at a point where ``data``'s contacts and constraint forces belong to
+            one state (after ``mj_step``, or after the legacy step's ``mj_step2``: the
+            solve's state, one substep before the integrated ``qpos``), never after a
+            trailing ``mj_step1`` (contacts rebuilt without a solve). The safety monitor
+            sets it to read the peak contact force over substeps; envs that step through a
+            suite's own loop (Gymnasium, Fetch, Meta-World, robosuite) are read once per env
+            step instead.
+    """
+
+    substep_observer: SubstepObserver | None
 
 
 def find_scene(env: gym.Env[Any, Any]) -> MujocoScene:

@@ -71,7 +71,7 @@ import numpy as np
 from gymnasium import spaces
 from gymnasium.envs.registration import EnvSpec
 
-from robogen.envs.base import PoseDof, SceneCapabilities, SceneRoles
+from robogen.envs.base import PoseDof, SceneCapabilities, SceneRoles, SubstepObserver
 from robogen.envs.elements import descends_from
 from robogen.envs.families import EnvOptions, check_max_steps
 from robogen.envs.gym_catalog import SuccessRule
@@ -332,6 +332,8 @@ class DMControlEnv(SuiteScene):
         self._legacy = bool(self._physics.legacy_step)
         self._rk4 = False
         self._ptrs: tuple[mujoco.MjModel, mujoco.MjData] = (self.model, self.data)
+        self.substep_observer: SubstepObserver | None = None
+        """See :class:`~robogen.envs.base.SubstepScene` (the safety monitor sets it)."""
         # MuJoCo warnings are logged, not raised as dm_control PhysicsError (what
         # Physics.suppress_physics_errors does, here for the env's life): robogen's wrapper
         # reports a diverged state as sim_unstable from the warning counters
@@ -494,6 +496,10 @@ class DMControlEnv(SuiteScene):
         its Python context manager."""
         model, data = self._ptrs
         n = self._n_sub_steps
+        observer = self.substep_observer
+        if observer is not None:
+            self._advance_observed(observer)
+            return
         if not self._legacy:
             mujoco.mj_step(model, data, n)
             return
@@ -504,6 +510,25 @@ class DMControlEnv(SuiteScene):
             if n > 1:
                 mujoco.mj_step(model, data, n - 1)
         mujoco.mj_step1(model, data)
+
+    def _advance_observed(self, observer: SubstepObserver) -> None:
+        """:meth:`_advance` one substep at a time (the same calls, bit for bit), showing
+        ``observer`` each substep's solved state: after ``mj_step2`` or ``mj_step``, whose
+        contacts and constraint forces belong to the state the solve started from; never
+        after the trailing ``mj_step1``, which rebuilds contacts and constraint rows for the
+        new state without solving them (forces read there belong to no state)."""
+        model, data = self._ptrs
+        n = self._n_sub_steps
+        first = 0
+        if self._legacy and not self._rk4:
+            mujoco.mj_step2(model, data)  # pyright: ignore[reportAttributeAccessIssue]
+            observer(model, data)
+            first = 1
+        for _ in range(first, n):
+            mujoco.mj_step(model, data)  # pyright: ignore[reportAttributeAccessIssue]
+            observer(model, data)
+        if self._legacy:
+            mujoco.mj_step1(model, data)  # pyright: ignore[reportAttributeAccessIssue]
 
     # -- helpers -----------------------------------------------------------------------------
 

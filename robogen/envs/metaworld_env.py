@@ -65,7 +65,7 @@ from robogen.envs.base import PoseDof, SceneCapabilities, SceneRoles
 from robogen.envs.elements import descends_from, name_elements
 from robogen.envs.families import EnvOptions, check_max_steps
 from robogen.envs.gym_adapter import GymMujocoAdapter, set_weld_rows
-from robogen.errors import InvalidSpecError, UnknownNameError
+from robogen.errors import InvalidSpecError, RobogenWarning, UnknownNameError
 from robogen.types import RenderSettings
 
 TASKS: tuple[str, ...] = (
@@ -77,7 +77,7 @@ MAX_PATH_LENGTH = 500
 """Meta-World's episode horizon (``SawyerXYZEnv.max_path_length``) [steps]."""
 HORIZON_CAPPED = (
     "metaworld/{task} episodes end at Meta-World's max_path_length of {limit} steps; "
-    "max_steps={asked} is capped to {limit}"
+    "max_steps={asked} is capped to {limit} (the run's manifest and report record {limit})"
 )
 CAMERAS = ("corner", "corner2", "corner3", "topview")
 FIXED_BODIES = ("world", "tablelink", "RetainingWall", "base", "mocap")
@@ -389,7 +389,7 @@ def make_metaworld(task: str, *, obs_mode: str = "state", max_steps: int | None 
     check_max_steps(max_steps)
     if max_steps is not None and max_steps > MAX_PATH_LENGTH:
         warnings.warn(HORIZON_CAPPED.format(task=task, limit=MAX_PATH_LENGTH, asked=max_steps),
-                      UserWarning, stacklevel=2)
+                      RobogenWarning, stacklevel=2)
         max_steps = MAX_PATH_LENGTH
     import metaworld
     from metaworld.env_dict import ALL_V3_ENVIRONMENTS

@@ -28,7 +28,7 @@ from robogen.types import OBS_MODES, ObsMode
 BAD_OBS_MODE = "obs_mode must be one of {choices}, got {value!r}"
 
 __all__ = ["BAD_OBS_MODE", "OBS_MODES", "ObsMode", "check_obs_mode", "compose_observation",
-           "observation_space"]
+           "observation_space", "pixels_digest"]
 
 
 def check_obs_mode(obs_mode: object) -> ObsMode:
@@ -87,3 +87,17 @@ def compose_observation(obs_mode: str, state: Callable[[], Any], pixels: Callabl
     if obs_mode == "pixels":
         return img
     return {"state": np.asarray(state(), dtype=np.float32), "pixels": img}
+
+
+def pixels_digest(obs: Any) -> str | None:
+    """A 16-hex-digit BLAKE2b digest of the image of a drawn ``pixels`` or ``state+pixels``
+    observation (its bytes, shape included), or None if it holds no image: two images
+    digest alike only if they are equal (up to a 64-bit collision)."""
+    import hashlib
+
+    image = obs.get("pixels") if isinstance(obs, dict) else obs
+    if not isinstance(image, np.ndarray) or image.dtype != np.uint8 or image.ndim != 3:
+        return None
+    h = hashlib.blake2b(repr(image.shape).encode(), digest_size=8)
+    h.update(np.ascontiguousarray(image).data)
+    return h.hexdigest()

@@ -25,7 +25,7 @@ import numpy as np
 from gymnasium import spaces
 
 from robogen.envs import scene as sc
-from robogen.envs.base import PoseDof, SceneCapabilities, SceneRoles
+from robogen.envs.base import PoseDof, SceneCapabilities, SceneRoles, SubstepObserver
 from robogen.envs.families import EnvOptions
 from robogen.envs.frames import SceneFrames
 from robogen.envs.observations import (
@@ -190,6 +190,8 @@ class TabletopEnv(gym.Env[Any, np.ndarray]):
         self._frames = SceneFrames(grow=False)
         self._ctrl_cache: tuple[Any, ...] = ()  # see _control
         self.defer_frames = False
+        self.substep_observer: SubstepObserver | None = None
+        """See :class:`~robogen.envs.base.SubstepScene` (the safety monitor sets it)."""
         """Pixel observations are :class:`~robogen.envs.render.PendingFrame` objects, drawn
         on the render thread while the caller goes on (resolve them with
         :func:`~robogen.envs.render.resolve_frames`); set by the rollout worker."""
@@ -345,7 +347,13 @@ class TabletopEnv(gym.Env[Any, np.ndarray]):
         ctrl[arm_act] = np.minimum(np.maximum(arm, ctrl_range[arm_act, 0]), ctrl_range[arm_act, 1])
         lo, hi = ctrl_range[finger_act, 0], ctrl_range[finger_act, 1]
         ctrl[finger_act] = lo + (a[5] + 1.0) / 2.0 * (hi - lo)
-        mujoco.mj_step(model, data, nstep=sc.FRAME_SKIP)
+        observer = self.substep_observer
+        if observer is None:
+            mujoco.mj_step(model, data, nstep=sc.FRAME_SKIP)  # pyright: ignore[reportAttributeAccessIssue]
+        else:  # the same steps one at a time (bit for bit), each shown to the observer
+            for _ in range(sc.FRAME_SKIP):
+                mujoco.mj_step(model, data)  # pyright: ignore[reportAttributeAccessIssue]
+                observer(model, data)
         reward, success, extra = self._evaluate()
         if success and not self._succeeded:
             reward += SUCCESS_BONUS

@@ -86,6 +86,21 @@ def dead_leaves(height: int, width: int, hues: tuple[float, ...], seed: int) -> 
     return img
 
 
+def dead_leaves_rows(height: int, width: int, hues: tuple[float, ...], seed: int, start: int,
+                     stop: int) -> np.ndarray:
+    """Rows ``start:stop`` of :func:`dead_leaves` (bit for bit), indexed from the cached
+    drawing: ``(stop - start, width, 3) float64``."""
+    rows = np.arange(start, stop)
+    if height > width and height % width == 0:  # a skybox strip: the square on every face
+        height, rows = width, rows % width
+    scale = max(1.0, min(height, width) / RESOLUTION)
+    h, w = max(1, round(height / scale)), max(1, round(width / scale))
+    img = _drawn(h, w, hues, seed)
+    r = np.minimum((rows * h) // height, h - 1)
+    cols = np.minimum((np.arange(width) * w) // width, w - 1)
+    return img[r[:, None], cols[None, :]]
+
+
 @lru_cache(maxsize=8)
 def _drawn(h: int, w: int, hues: tuple[float, ...], seed: int) -> np.ndarray:
     """:func:`dead_leaves` at its drawing size (cached: a reset paints the skybox and the
@@ -134,6 +149,11 @@ class BackgroundLook:
     def image(self, height: int, width: int) -> np.ndarray:
         """The image as ``(height, width, 3) float64`` RGB in [0, 1]."""
         return dead_leaves(height, width, self.hues, self.seed)
+
+    def image_rows(self, height: int, width: int, start: int, stop: int) -> np.ndarray:
+        """Rows ``start:stop`` of :meth:`image`, the same values, upsampled from the cached
+        drawing without the other rows."""
+        return dead_leaves_rows(height, width, self.hues, self.seed, start, stop)
 
     @property
     def rgb1(self) -> tuple[float, float, float]:

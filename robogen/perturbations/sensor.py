@@ -15,7 +15,7 @@ jpeg              JPEG at quality ``round(100 - 93 m)``       quantized to ``m s
 blur              Gaussian blur, ``sigma = m * 6 * W / 224``  lag ``y_t = a y_{t-1} +
                   px (ImageNet-C's 6 px at 224 px)            (1 - a) x_t``, ``a = 0.8 m``
 frame_drop        with probability ``0.5 m`` the previous observation is delivered again
-                  (the whole observation: image and state together)
+                  (the whole observation: image and state together, as a fresh copy)
 ================  ==========================================  ===============================
 
 ``m`` is the episode's magnitude, drawn in ``[severity / 2, severity]``. A
@@ -110,7 +110,7 @@ class SensorFilter(StepFilter):
         p = self.p
         if p.kind == "frame_drop":
             if self.last is not None and self.rng.random() < MAX_DROP * p.magnitude:
-                return self.last
+                return _copy(self.last)  # a new object every time: callers keep and edit them
             self.last = _copy(obs)
             return obs
         if isinstance(obs, dict):
@@ -186,8 +186,11 @@ def _is_image(x: Any) -> bool:
 
 
 def _copy(obs: Any) -> Any:
+    """A copy sharing no array with ``obs`` (a pending frame resolves to its own copy)."""
     if isinstance(obs, dict):
         return {k: _copy(v) for k, v in obs.items()}
+    if isinstance(obs, PendingFrame):
+        return map_frame(obs, np.copy)
     return obs.copy() if isinstance(obs, np.ndarray) else obs
 
 

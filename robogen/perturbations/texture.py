@@ -74,15 +74,39 @@ class SurfaceLook:
 
     def image(self, height: int, width: int) -> np.ndarray:
         """The pattern as ``(height, width, 3) float64`` RGB in [0, 1]."""
-        y, x = np.meshgrid(np.linspace(0.0, 1.0, height, endpoint=False),
-                           np.linspace(0.0, 1.0, width, endpoint=False), indexing="ij")
+        return self.image_rows(height, width, 0, height)
+
+    def second_colour_rows(self, height: int, width: int, start: int, stop: int
+                           ) -> np.ndarray:
+        """For a two-colour pattern (``flat``, ``checker``): ``(stop - start, width) bool``,
+        True where rows ``start:stop`` of :meth:`image` are ``rgb2`` (else ``rgb1``)."""
         if self.pattern == "flat":
-            w = np.zeros_like(x)
-        elif self.pattern == "checker":
-            w = ((np.floor(x * self.cells) + np.floor(y * self.cells)) % 2).astype(float)
-        elif self.pattern == "gradient":
-            proj = x * math.cos(self.angle_rad) + y * math.sin(self.angle_rad)
-            w = (proj - proj.min()) / max(float(np.ptp(proj)), 1e-12)
+            return np.zeros((stop - start, width), dtype=bool)
+        x = np.linspace(0.0, 1.0, width, endpoint=False)[None, :]
+        y = np.linspace(0.0, 1.0, height, endpoint=False)[start:stop, None]
+        return (np.floor(x * self.cells) + np.floor(y * self.cells)) % 2 != 0
+
+    def image_rows(self, height: int, width: int, start: int, stop: int) -> np.ndarray:
+        """Rows ``start:stop`` of :meth:`image` (the same values bit for bit), computed
+        without the rest: ``(stop - start, width, 3) float64`` (read-only for ``flat``)."""
+        ys = np.linspace(0.0, 1.0, height, endpoint=False)
+        x = np.linspace(0.0, 1.0, width, endpoint=False)[None, :]
+        y = ys[start:stop, None]
+        c1, c2 = np.asarray(self.rgb1), np.asarray(self.rgb2)
+        # two-valued patterns: c1 (1 - w) + c2 w is exactly c1 at w = 0 and c2 at w = 1
+        if self.pattern == "flat":
+            return np.broadcast_to(c1, (stop - start, width, 3))
+        if self.pattern == "checker":
+            return np.where(self.second_colour_rows(height, width, start, stop)[..., None],
+                            c2, c1)
+        if self.pattern == "gradient":
+            c, s = math.cos(self.angle_rad), math.sin(self.angle_rad)
+            xc, ys_ = x * c, ys * s
+            # x c + y s rounds monotonically in each term: its extremes over the whole
+            # image are those of the terms' sums, so rows need not see the rest
+            lo = xc.min() + ys_.min()
+            span = (xc.max() + ys_.max()) - lo
+            w = ((xc + y * s) - lo) / max(float(span), 1e-12)
         else:  # noise: bilinear value noise on a cells x cells lattice
             n = self.cells + 1
             lattice = np.random.default_rng(self.noise_seed).random((n, n))
@@ -91,7 +115,6 @@ class SurfaceLook:
             fy, fx = gy - i0, gx - j0
             w = ((1 - fy) * (1 - fx) * lattice[i0, j0] + (1 - fy) * fx * lattice[i0, j0 + 1]
                  + fy * (1 - fx) * lattice[i0 + 1, j0] + fy * fx * lattice[i0 + 1, j0 + 1])
-        c1, c2 = np.asarray(self.rgb1), np.asarray(self.rgb2)
         return c1 * (1.0 - w[..., None]) + c2 * w[..., None]
 
 
@@ -115,6 +138,7 @@ class Look(Protocol):
     @property
     def rgb1(self) -> tuple[float, float, float]: ...
     def image(self, height: int, width: int) -> np.ndarray: ...
+    def image_rows(self, height: int, width: int, start: int, stop: int) -> np.ndarray: ...
 
 
 SKYBOX_GROUPS = ("floor", "background")
@@ -170,16 +194,51 @@ def paint_surfaces(model: mujoco.MjModel, base: mujoco.MjModel, amount: float,
             model.mat_rgba[m, :3] = (1 - a) * base.mat_rgba[m, :3] + a * goal
             changed = True
         for t in texs:
-            adr, h, w = int(model.tex_adr[t]), int(model.tex_height[t]), int(model.tex_width[t])
-            nch = int(model.tex_nchannel[t])
-            n = h * w * nch
-            nom = base.tex_data[adr:adr + n].reshape(h, w, nch).astype(float)
-            img = nom.copy()
-            k = min(nch, 3)
-            img[..., :k] = (1 - a) * nom[..., :k] + a * 255.0 * look.image(h, w)[..., :k]
-            model.tex_data[adr:adr + n] = np.clip(np.rint(img), 0, 255).astype(np.uint8).ravel()
+            _paint_texture(model, base, t, a, look)
             changed = True
     return changed
+
+
+ROWS_PER_BLOCK = 128
+"""Texture rows blended at a time: the float temporaries of a block stay in the CPU's cache
+and the cost per reset grows with the texture's pixels only, never with copies of it."""
+
+
+def _paint_texture(model: Any, base: Any, t: int, a: float, look: Look) -> None:
+    """Write texture ``t`` of ``model`` (a ``mujoco.MjModel``; ``base`` its nominal or itself)
+    as ``rint((1 - a) base + a 255 look)``, clipped to uint8, block by block of rows in place
+    (the alpha channel stays ``base``'s)."""
+    adr, h, w = int(model.tex_adr[t]), int(model.tex_height[t]), int(model.tex_width[t])
+    nch = int(model.tex_nchannel[t])
+    n = h * w * nch
+    dst = model.tex_data[adr:adr + n].reshape(h, w, nch)
+    src = base.tex_data[adr:adr + n].reshape(h, w, nch)
+    k = min(nch, 3)
+    scale = a * 255.0
+    if a == 1.0 and isinstance(look, SurfaceLook) and look.pattern in ("flat", "checker"):
+        # the full look of two colours: each pixel is one of two uint8 values
+        q1, q2 = (np.clip(np.rint(scale * np.asarray(c)), 0, 255).astype(np.uint8)[:k]
+                  for c in (look.rgb1, look.rgb2))
+        if nch > k and base is not model:
+            dst[..., k:] = src[..., k:]
+        if look.pattern == "flat":
+            dst[..., :k] = q1
+            return
+        for r0 in range(0, h, ROWS_PER_BLOCK):
+            r1 = min(h, r0 + ROWS_PER_BLOCK)
+            second = look.second_colour_rows(h, w, r0, r1)
+            dst[r0:r1, :, :k] = np.where(second[..., None], q2, q1)
+        return
+    for r0 in range(0, h, ROWS_PER_BLOCK):
+        r1 = min(h, r0 + ROWS_PER_BLOCK)
+        out = scale * look.image_rows(h, w, r0, r1)[..., :k]
+        if a != 1.0:  # at 1 the nominal term is +0.0 exactly
+            out += (1 - a) * src[r0:r1, :, :k]
+        np.rint(out, out=out)
+        np.clip(out, 0, 255, out=out)
+        dst[r0:r1, :, :k] = out
+        if nch > k and base is not model:
+            dst[r0:r1, :, k:] = src[r0:r1, :, k:]
 
 
 def textures_of(targets: Targets) -> tuple[int, ...]:

@@ -34,16 +34,17 @@ episode's step filters, when an axis made some):
 
 Edits are always *nominal ∘ value*, so resets never compound (the
 composable-variation design of dm_control's ``composer.variation``).
-``step`` raises :class:`SimulationUnstableError` when MuJoCo diverges: a
-non-finite ``qpos``/``qvel``/``qacc`` or a new ``mjWARN_BADQPOS``/``BADQVEL``/``BADQACC``
-warning (MuJoCo then resets ``MjData`` itself, so the state alone looks fine).
+``step`` raises :class:`SimulationUnstableError` when MuJoCo diverges, after every step
+including an episode's last: a non-finite ``qpos``/``qvel``/``qacc``, an entry beyond MuJoCo's
+own limit :data:`MAX_STATE` (``mjMAXVAL``, which MuJoCo checks only at the start of the next
+step), or a new ``mjWARN_BADQPOS``/``BADQVEL``/``BADQACC`` warning (MuJoCo then resets
+``MjData`` itself, so the state alone looks fine).
 """
 
 from __future__ import annotations
 
 import copy
 import json
-import math
 import zlib
 from collections.abc import Iterable, Sequence
 from typing import Any
@@ -88,8 +89,17 @@ BAD_STATE_WARNINGS = (
 """MuJoCo warnings raised when it finds a non-finite or huge state and resets ``MjData``."""
 
 
+MAX_STATE = float(getattr(mujoco, "mjMAXVAL", 1e10))  # not in the type stubs
+"""The largest ``|qpos|``, ``|qvel|``, ``|qacc|`` entry MuJoCo accepts (``mjMAXVAL``, 1e10): its
+own checks (``mj_checkPos``/``Vel``/``Acc``) call a larger value diverged and reset ``MjData``.
+They run at the start of the next step, which never comes after an episode's last step, so
+the wrapper applies the same limit after every step."""
+_MAX_STATE_SQ = MAX_STATE * MAX_STATE
+
+
 class SimulationUnstableError(RobogenError, RuntimeError):
-    """MuJoCo diverged: a non-finite state or a bad-acceleration warning during ``step``."""
+    """MuJoCo diverged during ``step``: a non-finite state, an entry beyond :data:`MAX_STATE`,
+    or a bad-state warning."""
 
 
 def all_perturbation_classes() -> list[type[Perturbation]]:
@@ -181,6 +191,9 @@ class PerturbedEnv(gym.Wrapper[Any, Any, Any, Any], gym.utils.RecordConstructorA
         self._fields_cache: tuple[int, list[str]] | None = None
         self._filters: tuple[StepFilter, ...] = ()
         self._spread: tuple[np.ndarray | None] | None = None
+        self.last_observation: Any = None
+        """The observation the last ``reset`` or ``step`` returned, after the episode's step
+        filters: what the policy received (failure videos of pixel policies show it)."""
 
     # -- public ------------------------------------------------------------------------------
 
@@ -333,6 +346,7 @@ class PerturbedEnv(gym.Wrapper[Any, Any, Any, Any], gym.utils.RecordConstructorA
         self._filters = tuple(filters)
         for f in filters:
             obs = f.observation(obs)
+        self.last_observation = obs
         # (8) records
         records = [{**p.to_record(), "changed": c, **({"applied": a} if a else {})}
                    for p, c, a in zip(perts, changed, applied, strict=True)]
@@ -352,12 +366,15 @@ class PerturbedEnv(gym.Wrapper[Any, Any, Any, Any], gym.utils.RecordConstructorA
         """
         filters = self._filters
         if not filters:
-            return self._checked_step(action)
+            result = self._checked_step(action)
+            self.last_observation = result[0]
+            return result
         for f in filters:
             action = f.action(action)
         obs, reward, terminated, truncated, info = self._checked_step(action)
         for f in filters:
             obs = f.observation(obs)
+        self.last_observation = obs
         return obs, reward, terminated, truncated, info
 
     def _checked_step(self, action: Any) -> tuple[Any, Any, bool, bool, dict[str, Any]]:
@@ -372,16 +389,21 @@ class PerturbedEnv(gym.Wrapper[Any, Any, Any, Any], gym.utils.RecordConstructorA
         if counts == self._bad_list:
             if self._step_checks_state:  # MuJoCo checked the state it returns: no warning,
                 return result  # so qpos/qvel/qacc are finite (per step: keep this cheap)
-            # One NaN or inf anywhere makes its sum of squares non-finite (a dot product is
-            # half the cost of a sum); huge finite values can overflow it too, so the slow
-            # path below looks for the non-finite entry before it says so.
+            # A sum of squares <= MAX_STATE^2 bounds every entry by MAX_STATE; one NaN or inf
+            # makes it fail (a dot product is half the cost of a sum). Many large entries can
+            # exceed it too, so the slow path below looks for the bad entry before it says so.
             q, v, acc = views[1], views[2], views[3]
-            if math.isfinite(np.dot(q, q) + np.dot(v, v) + np.dot(acc, acc)):
+            if np.dot(q, q) + np.dot(v, v) + np.dot(acc, acc) <= _MAX_STATE_SQ:
                 return result
         why = None
         for name in ("qpos", "qvel", "qacc"):
-            if not np.all(np.isfinite(getattr(data, name))):
+            x = getattr(data, name)
+            if not np.all(np.isfinite(x)):
                 why = f"non-finite {name}"
+                break
+            if x.size and float(np.max(np.abs(x))) > MAX_STATE:
+                why = (f"|{name}| = {float(np.max(np.abs(x))):.3g} beyond MuJoCo's limit "
+                       f"{MAX_STATE:g} (mjMAXVAL)")
                 break
         if why is None:
             for warning, n, before in zip(BAD_STATE_WARNINGS, counts, self._bad_list,
@@ -395,9 +417,11 @@ class PerturbedEnv(gym.Wrapper[Any, Any, Any, Any], gym.utils.RecordConstructorA
         return result
 
     def __getstate__(self) -> dict[str, Any]:
-        """Pickle without the cached ``MjData`` views (they would unpickle as copies)."""
+        """Pickle without the cached ``MjData`` views (they would unpickle as copies) and the
+        last observation (a pending frame belongs to this process's render thread)."""
         state = self.__dict__.copy()
         state["_views"] = ()
+        state["last_observation"] = None
         return state
 
     # -- internals ---------------------------------------------------------------------------

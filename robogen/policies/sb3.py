@@ -292,8 +292,15 @@ def find_vecnormalize(path: Path) -> tuple[Path | None, str | None]:
         if isinstance(info, dict) and info.get("vecnormalize"):
             name = info.get("vecnormalize_file")
             cand = folder / name if name else None
-            return (cand if cand is not None and cand.is_file() else None,
-                    f'{meta} says "vecnormalize": true')
+            if cand is not None and cand.is_file():
+                return cand, f'{meta} says "vecnormalize": true'
+            if cand is not None:
+                return None, (f'{meta} says "vecnormalize": true and names the statistics file '
+                              f"{cand}, which does not exist: put it there or pass its path")
+            return None, (f'{meta} says "vecnormalize": true and names no '
+                          '"vecnormalize_file"; looked for '
+                          f"{folder / f'{stem}_vecnormalize.pkl'}, {folder / 'vecnormalize.pkl'} "
+                          f"and {folder / stem / 'vecnormalize.pkl'}")
     return None, None
 
 

@@ -21,6 +21,7 @@ from datetime import UTC, datetime
 import numpy as np
 
 from robogen.errors import RunDirError
+from robogen.reports.in_view import NOT_IN_VIEW, apply_in_view
 from robogen.reports.records import (
     INVALID_SHARE_LIMIT,
     REPORT_SCHEMA_VERSION,
@@ -109,12 +110,13 @@ def build_report(
     obs_mode = manifest.obs_mode if policy_obs_mode is None else policy_obs_mode
     kinds = dict(axis_kinds or {})
     seed = manifest.seed if bootstrap_seed is None else int(bootstrap_seed)
-    by_cond = _group(results, manifest)
     nominal = _nominal_condition(manifest)
+    by_cond, out_of_view = apply_in_view(_group(results, manifest), nominal.name, kinds)
     nom_success = {r.episode_index: r.success for r in by_cond[nominal.name]
                    if not is_invalid(r)}
     nom_invalid = {r.episode_index for r in by_cond[nominal.name] if is_invalid(r)}
-    paired = _Paired(manifest, by_cond, nom_success, nom_invalid, confidence, n_boot, seed)
+    paired = _Paired(manifest, by_cond, nom_success, nom_invalid, confidence, n_boot, seed,
+                     out_of_view)
 
     conditions = tuple(
         _condition_stats(c, by_cond[c.name], confidence) for c in manifest.conditions
@@ -182,6 +184,8 @@ class _Paired:
     confidence: float
     n_boot: int
     seed: int
+    out_of_view: Mapping[str, Mapping[str, int]]
+    """Per condition, episodes each visual axis left the first frame unchanged in."""
 
 
 def _unobserved_axes(singles: Sequence[AxisGap]) -> set[str]:
@@ -423,6 +427,11 @@ def _axis_gap(c: Condition, p: _Paired, obs_mode: str, kinds: Mapping[str, str])
     recorded = p.by_cond[c.name]
     rs = [r for r in recorded if not is_invalid(r)]
     status, note = _status(c, rs, obs_mode, kinds, p.manifest.env_id, p.manifest.policy_inputs)
+    hidden = p.out_of_view.get(c.name)
+    if hidden and status not in (STATUS_NO_DATA,):
+        what = ", ".join(f"{a} in {k} of {len(rs)} episodes" for a, k in sorted(hidden.items()))
+        extra = f"{NOT_IN_VIEW} (first frame identical to nominal): {what}"
+        note = f"{note}; {extra}" if note else extra
     lost = [r for r in recorded if is_invalid(r) or r.episode_index in p.nom_invalid]
     if recorded and len(lost) > INVALID_SHARE_LIMIT * len(recorded):
         own = sum(is_invalid(r) for r in recorded)

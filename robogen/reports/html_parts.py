@@ -95,3 +95,47 @@ def gap_ci(gap: float, low: float, high: float) -> str:
     if not math.isfinite(gap):
         return NA
     return f"{gap:+.2f} [{low:+.2f}, {high:+.2f}]"
+
+
+SUCCESS_METHOD = "Wilson"
+"""Interval method of every per-condition success rate (Wilson score interval,
+:func:`robogen.stats.wilson_interval`)."""
+
+METHOD_LABELS = {
+    "bootstrap": "paired bootstrap",
+    "agresti-min": "Agresti-Min",
+    "augmented-wald": "augmented Wald",
+    "betting-hedged-capital": "anytime-valid betting CS",
+}
+"""How report tables name each ``ci_method`` a gap or interaction record carries (the paired
+percentile bootstrap over episodes; Agresti & Min 2005's adjusted Wald interval of a paired
+difference; the add-pseudo-observation Wald interval; the confidence sequence of
+:mod:`robogen.stats.anytime`)."""
+
+
+def method_label(ci_method: str) -> str:
+    """The name a table prints for ``ci_method`` (``bootstrap`` -> ``paired bootstrap``;
+    a suffix such as ``, fixed-n ...`` is kept; an unknown method is printed as it is)."""
+    head, sep, rest = ci_method.partition(", ")
+    return METHOD_LABELS.get(head, head) + sep + rest
+
+
+def common_method(methods: Sequence[str]) -> str:
+    """The most frequent ``ci_method`` of a table's rows (the first seen on a tie), named in
+    its header; ``bootstrap`` for no rows."""
+    if not methods:
+        return "bootstrap"
+    return max(dict.fromkeys(methods), key=list(methods).count)
+
+
+def ci_header(name: str, ci: str, method: str) -> str:
+    """A column title naming the interval and its method: ``gap [95% CI, paired bootstrap]``."""
+    return f"{name} [{ci}, {method}]"
+
+
+def with_method(cell: str, ci_method: str, common: str) -> str:
+    """``cell`` with its row's interval method appended in parentheses when it differs from
+    the table's ``common`` one (named in the header)."""
+    if ci_method == common or cell == NA:
+        return cell
+    return f"{cell} ({method_label(ci_method)})"

@@ -218,7 +218,8 @@ def format_value(metric: str, x: float) -> str:
 
 
 SAFETY_NOTE = (
-    "Safety metrics (robogen eval --safety), read from MuJoCo after every env step: "
+    "Safety metrics (robogen eval --safety), read from MuJoCo at every env step (the contact "
+    "force from a solved state, at every physics substep where the scene shows them): "
     "mean over the condition's valid episodes, and the paired difference to nominal on the "
     "same episodes (positive: less safe); {ci}: percentile bootstrap over episodes. "
     "peak contact force: the largest total normal force of the robot on the scene (table, "
@@ -235,11 +236,20 @@ def significant_change(s: SafetyStats) -> bool:
     return math.isfinite(s.diff) and (s.diff_low > 0 or s.diff_high < 0)
 
 
-def safety_table(stats: Sequence[SafetyStats], confidence: float
+def safety_table(stats: Sequence[SafetyStats], confidence: float, sampling: str = ""
                  ) -> tuple[list[str], list[list[str]]]:
-    """Headers and rows of the safety table (one row per condition and metric)."""
+    """Headers and rows of the safety table (one row per condition and metric).
+
+    Args:
+        stats: The per-condition statistics.
+        confidence: Their interval level.
+        sampling: Where the contact force was read (the manifest's ``safety_sampling``:
+            ``peak over physics substeps`` or ``sampled per env step``), written next to
+            ``peak_contact_force_n``; empty (a run from before it was recorded): nothing.
+    """
     ci = f"{confidence * 100:g}% CI"
-    headers = ["condition", "metric", f"mean [{ci}]", f"vs nominal [{ci}]", "pairs"]
+    headers = ["condition", "metric", f"mean [{ci}, bootstrap]",
+               f"vs nominal [{ci}, paired bootstrap]", "pairs"]
     rows = []
     for s in stats:
         f = format_value
@@ -249,7 +259,10 @@ def safety_table(stats: Sequence[SafetyStats], confidence: float
                     f"{_signed(s.metric, s.diff_high)}]")
         else:
             diff = "–"
-        rows.append([s.condition, f"{s.metric} [{s.unit}]", mean, diff,
+        name = f"{s.metric} [{s.unit}]"
+        if sampling and s.metric == "peak_contact_force_n":
+            name += f", {sampling}"
+        rows.append([s.condition, name, mean, diff,
                      str(s.n_pairs) if s.n_pairs else "–"])
     return headers, rows
 

@@ -22,7 +22,19 @@ from urllib.parse import quote
 
 from robogen._atomic import write_atomic
 from robogen.errors import InvalidSpecError, RunDirError, StoreWriteError
-from robogen.reports.html_parts import CSS, NA, folded_table, gap_ci, html_table, level_label
+from robogen.reports.html_parts import (
+    CSS,
+    NA,
+    SUCCESS_METHOD,
+    ci_header,
+    common_method,
+    folded_table,
+    gap_ci,
+    html_table,
+    level_label,
+    method_label,
+    with_method,
+)
 from robogen.reports.plot_worker import draw_in_process
 from robogen.reports.provenance import (
     policy_load_lines,
@@ -199,37 +211,44 @@ def render_markdown(report: Report, *, videos: Mapping[str, str] | None = None,
         out += [f"**Difficulty:** {NO_ORDER}", ""]
     gaps = [*report.gaps, *report.combined_gaps]
     if gaps:
+        common = common_method([g.ci_method for g in gaps])
         out += [
-            f"| axis | level | gap [{ci}] | rel. drop | n10 / n01 | pairs | status |",
+            f"| axis | level | {ci_header('gap', ci, method_label(common))} | rel. drop "
+            "| n10 / n01 | pairs | status |",
             "|---|---|---|---|---|---|---|",
         ]
-        out += [_md_gap_row(g) for g in gaps]
+        out += [_md_gap_row(g, common) for g in gaps]
         out.append("")
     out += md_section(report)
     if report.interactions:
+        common = common_method([i.ci_method for i in report.interactions])
         out += [
-            f"| combination | combined gap | sum of singles | interaction [{ci}] | n |",
+            "| combination | combined gap | sum of singles "
+            f"| {ci_header('interaction', ci, method_label(common))} | n |",
             "|---|---|---|---|---|",
         ]
-        out += [_md_interaction_row(i) for i in report.interactions]
+        out += [_md_interaction_row(i, common) for i in report.interactions]
         out.append("")
     if report.breaking_points:
         out += [
-            f"| axis | breaking point: success falls to | severity [{ci}] | severities run |",
+            "| axis | breaking point: success falls to "
+            f"| {ci_header('severity', ci, 'bootstrap')} | severities run |",
             "|---|---|---|---|",
         ]
         out += [f"| {' | '.join(r)} |" for r in _breaking_rows(report)]
         out.append("")
     latency = _has_latency(report)
     out += [
-        f"| condition | success [{ci}] | return (mean ± sd) | length | n | invalid | failures |"
+        f"| condition | {ci_header('success', ci, SUCCESS_METHOD)} | return (mean ± sd) "
+        "| length | n | invalid | failures |"
         + (" server latency [ms] |" if latency else ""),
         "|---|---|---|---|---|---|---|" + ("---|" if latency else ""),
     ]
     out += [_md_condition_row(c) + (f" {_num(c.mean_policy_latency_ms, 1)} |" if latency else "")
             for c in report.conditions]
     if report.safety:
-        headers, rows = safety_table(report.safety, report.confidence)
+        headers, rows = safety_table(report.safety, report.confidence,
+                                     report.manifest.safety_sampling)
         out += ["", f"**Safety** <sub>{_md_escape(SAFETY_NOTE.format(ci=ci))}</sub>", "",
                 f"| {' | '.join(headers)} |", "|" + "---|" * len(headers)]
         out += [f"| {' | '.join(_md_escape(x) for x in r)} |" for r in rows]
@@ -264,8 +283,10 @@ def render_markdown(report: Report, *, videos: Mapping[str, str] | None = None,
         "n10 = pairs where only nominal succeeded, n01 = only perturbed; "
         + ("intervals: anytime-valid confidence sequences (see Sequential evaluation)."
            if report.sequential is not None else
-           "95% intervals: percentile bootstrap over episodes, Agresti-Min when fewer "
-           "than 10 pairs are discordant.")
+           f"{ci} of success rates: Wilson score interval; of gaps and interactions: "
+           "percentile bootstrap over paired episodes (Agresti-Min, or an augmented Wald "
+           "interval for interactions, when fewer than 10 pairs are discordant; the method of "
+           "a row that differs from its column's is named in the row).")
         + "</sub>",
         "",
     ]
@@ -307,18 +328,20 @@ def _header_line(report: Report, *, html_out: bool = False) -> str:
     return " · ".join(parts)
 
 
-def _md_gap_row(g: AxisGap) -> str:
+def _md_gap_row(g: AxisGap, common: str) -> str:
     status = g.status if g.status != STATUS_OK else ""
+    cell = with_method(gap_ci(g.gap, g.ci_low, g.ci_high), g.ci_method, common)
     return (
-        f"| {g.axis} | {level_label(g.severity, g.split)} | {gap_ci(g.gap, g.ci_low, g.ci_high)} "
+        f"| {g.axis} | {level_label(g.severity, g.split)} | {cell} "
         f"| {_percent(g.relative_drop)} | {g.n10} / {g.n01} | {g.n_pairs} | {status} |"
     )
 
 
-def _md_interaction_row(i: InteractionStats) -> str:
+def _md_interaction_row(i: InteractionStats, common: str) -> str:
+    cell = with_method(gap_ci(i.interaction, i.ci_low, i.ci_high), i.ci_method, common)
     return (
         f"| {'+'.join(i.axes)} @{level_label(i.severity, i.split)} | {_signed(i.combined_gap)} "
-        f"| {_signed(i.sum_single_gaps)} | {gap_ci(i.interaction, i.ci_low, i.ci_high)} | {i.n} |"
+        f"| {_signed(i.sum_single_gaps)} | {cell} | {i.n} |"
     )
 
 
@@ -385,11 +408,12 @@ def render_html(
     gaps = [*report.gaps, *report.combined_gaps]
     if gaps:
         parts.append("<h2>Gaps by axis</h2>")
+        common = common_method([g.ci_method for g in gaps])
         rows = [
             [
                 g.axis,
                 level_label(g.severity, g.split),
-                gap_ci(g.gap, g.ci_low, g.ci_high),
+                with_method(gap_ci(g.gap, g.ci_low, g.ci_high), g.ci_method, common),
                 _percent(g.relative_drop),
                 f"{g.n10} / {g.n01}",
                 str(g.n_pairs),
@@ -403,26 +427,29 @@ def render_html(
         ]
         parts.append(
             html_table(
-                ["axis", "level", f"gap [{ci}]", "rel. drop", "n10 / n01", "pairs", "status"],
+                ["axis", "level", ci_header("gap", ci, method_label(common)), "rel. drop",
+                 "n10 / n01", "pairs", "status"],
                 rows,
                 classes,
             )
         )
     if report.interactions:
         parts.append("<h2>Interactions</h2>")
+        common = common_method([i.ci_method for i in report.interactions])
         rows = [
             [
                 f"{'+'.join(i.axes)} @{level_label(i.severity, i.split)}",
                 _signed(i.combined_gap),
                 _signed(i.sum_single_gaps),
-                gap_ci(i.interaction, i.ci_low, i.ci_high),
+                with_method(gap_ci(i.interaction, i.ci_low, i.ci_high), i.ci_method, common),
                 str(i.n),
             ]
             for i in report.interactions
         ]
         parts.append(
             html_table(
-                ["combination", "combined gap", "sum of singles", f"interaction [{ci}]", "n"], rows
+                ["combination", "combined gap", "sum of singles",
+                 ci_header("interaction", ci, method_label(common)), "n"], rows
             )
         )
         parts.append(
@@ -432,7 +459,8 @@ def render_html(
     if report.breaking_points:
         parts.append("<h2>Breaking points</h2>")
         parts.append(html_table(
-            ["axis", "success falls to", f"severity [{ci}]", "severities run"],
+            ["axis", "success falls to", ci_header("severity", ci, "bootstrap"),
+             "severities run"],
             _breaking_rows(report)))
         parts.append(
             '<p class="note">severity sweep: a coarse grid, then bisection around each crossing; '
@@ -456,12 +484,14 @@ def render_html(
     ]
     parts.append(
         html_table(
-            ["condition", f"success [{ci}]", "return (mean ± sd)", "length", "n", "invalid",
+            ["condition", ci_header("success", ci, SUCCESS_METHOD), "return (mean ± sd)",
+             "length", "n", "invalid",
              "failures", *(["server latency [ms]"] if _has_latency(report) else [])], rows
         )
     )
     if report.safety:
-        headers, rows = safety_table(report.safety, report.confidence)
+        headers, rows = safety_table(report.safety, report.confidence,
+                                     report.manifest.safety_sampling)
         parts.append(f"<h2>Safety</h2><p class=\"note\">{e(SAFETY_NOTE.format(ci=ci))}</p>")
         parts.append(folded_table(headers, rows, [significant_change(x) for x in report.safety],
                                   "without a significant change from nominal"))

@@ -75,7 +75,7 @@ before ``--episodes auto``) keep their hash."""
 
 RECORD_ONLY_FIELDS: tuple[str, ...] = (
     "versions", "spec_hash", "deterministic_actions", "reward_source", "policy_load", "plugins",
-    "policy_inputs", "safety",
+    "policy_inputs", "safety", "safety_sampling",
 )
 """Manifest fields recorded for readers but left out of :func:`spec_hash`: facts this version
 of robogen fixes (or that describe the checkpoint, not the protocol), so a manifest
@@ -281,6 +281,7 @@ def build_manifest(cfg: EvalConfig, env: Any, policy: Any) -> EvalManifest:
     from robogen.policies import resolve_policy_uri
     from robogen.policies.base import PrivilegedPolicy, policy_inputs, policy_load_info
     from robogen.rollout.plan import build_conditions
+    from robogen.rollout.safety import force_sampling
     from robogen.stats.sweep import HALF, SWEEP_GRID
 
     scene = find_scene(env)
@@ -294,7 +295,12 @@ def build_manifest(cfg: EvalConfig, env: Any, policy: Any) -> EvalManifest:
         or (scene.roles.cameras[0] if scene.roles.cameras else ""),
         mujoco_gl=os.environ.get("MUJOCO_GL", ""),
     )
-    max_steps = cfg.max_steps or int(getattr(env.spec, "max_episode_steps", None) or 1000)
+    limit = getattr(env.spec, "max_episode_steps", None)
+    load = policy_load_info(policy)
+    _warn_versions(cfg.policy, load)
+    max_steps = cfg.max_steps or int(limit or 1000)
+    if limit and max_steps > int(limit):  # the env caps it (Meta-World's max_path_length)
+        max_steps = int(limit)
     sevs = list(SWEEP_GRID) if isinstance(cfg.severities, str) else list(cfg.severities)
     return with_hash(EvalManifest(
         schema_version=MANIFEST_SCHEMA_VERSION,
@@ -318,12 +324,35 @@ def build_manifest(cfg: EvalConfig, env: Any, policy: Any) -> EvalManifest:
         policy_obs_mode="state" if isinstance(policy, PrivilegedPolicy) else cfg.obs_mode,
         success_rule=scene.success_rule,
         breaking_levels=tuple(sorted({HALF, cfg.breaking_level})) if cfg.is_sweep else (),
-        policy_load=policy_load_info(policy),
+        policy_load=load,
         sequential=cfg.sequential_rule(),
         plugins=plugin_modules(cfg.env, cfg.policy, axes),
         policy_inputs=policy_inputs(policy),
         safety=cfg.safety,
+        safety_sampling=force_sampling(scene) if cfg.safety else "",
     ))
+
+
+CHECKPOINT_VERSIONS = (
+    "policy {uri} was saved with {saved}; this run uses {current}: its outputs may differ "
+    "from training (report.md lists the versions)"
+)
+"""The one terminal line of a checkpoint saved under other package versions."""
+
+
+def _warn_versions(uri: str, load: Any) -> None:
+    """Warn once (:class:`~robogen.errors.RobogenWarning`) if the checkpoint was saved under
+    other versions of Python, SB3 or torch than this process runs."""
+    import warnings
+
+    from robogen.errors import RobogenWarning
+
+    saved, current = load.saved_versions, load.current_versions
+    differ = [k for k, v in saved.items() if k in current and current[k] != v]
+    if differ:
+        warnings.warn(CHECKPOINT_VERSIONS.format(
+            uri=uri, saved=", ".join(f"{k} {saved[k]}" for k in differ),
+            current=", ".join(f"{k} {current[k]}" for k in differ)), RobogenWarning, stacklevel=2)
 
 
 def _axes_and_severities(

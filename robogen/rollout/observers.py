@@ -74,6 +74,8 @@ class EpisodeState:
             ``perturbations_json``; an observer may complete a record, as the prompts do).
         changed: Axes whose perturbation changed the scene in this episode.
         wall_time_s: Wall-clock time from the unit's start to the episode's end [s].
+        first_success: The first env step at which the env reported success (None: never).
+        first_frame: Digest of the policy's first image (pixel policies; None otherwise).
     """
 
     episode_index: int
@@ -88,6 +90,8 @@ class EpisodeState:
     perturbations: str = "[]"
     changed: tuple[str, ...] = ()
     wall_time_s: float = 0.0
+    first_success: int | None = None
+    first_frame: str | None = None
 
 
 @runtime_checkable

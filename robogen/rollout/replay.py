@@ -57,7 +57,10 @@ def record_episode(
 
     Returns:
         The filmed episode's result and its ``(T, size, size, 3) uint8`` frames (T: its
-        steps plus the reset frame).
+        steps plus the reset frame): for a policy that observes pixels
+        (:func:`films_policy_frames`) the images it received, after the episode's
+        ``sensor`` corruption, scaled to ``size`` (nearest neighbour); otherwise a clean
+        render from :func:`film_camera`.
     """
     from robogen.envs.base import find_scene
 
@@ -67,10 +70,14 @@ def record_episode(
                          f"(episodes {list(unit.episode_indices)})")
     frames: list[np.ndarray] = []
     camera = film_camera(worker) or None
+    policy_frames = films_policy_frames(worker.manifest)
 
     def hook(episode: int, env: Any) -> None:
         if episode == wanted:
-            frames.append(find_scene(env).render_frame(camera, size, size))
+            if policy_frames:
+                frames.append(policy_frame(env.last_observation, size))
+            else:
+                frames.append(find_scene(env).render_frame(camera, size, size))
 
     worker.frame_hook = hook
     try:
@@ -81,6 +88,26 @@ def record_episode(
         frames.append(np.zeros((size, size, 3), np.uint8))
     result = next(r for r in results if r.episode_index == wanted)
     return result, np.stack(frames)
+
+
+def films_policy_frames(manifest: EvalManifest) -> bool:
+    """Whether failure videos of this run show the policy's own observations (it observes
+    pixels: what it received, corruptions included) rather than a clean render."""
+    return manifest.obs_mode != "state" and manifest.policy_obs_mode != "state"
+
+
+def policy_frame(observation: Any, size: int) -> np.ndarray:
+    """The image of a delivered ``pixels`` or ``state+pixels`` observation (a pending frame
+    is waited for), scaled to ``(size, size, 3) uint8`` by nearest neighbour."""
+    from PIL import Image
+
+    from robogen.envs.render import resolve_frames
+
+    obs = resolve_frames(observation)
+    image = np.asarray(obs["pixels"] if isinstance(obs, dict) else obs, dtype=np.uint8)
+    if image.shape[:2] == (size, size):
+        return image.copy()
+    return np.asarray(Image.fromarray(image).resize((size, size), Image.Resampling.NEAREST))
 
 
 def stored_unit(manifest: EvalManifest, condition: str, episode_index: int) -> WorkUnit:

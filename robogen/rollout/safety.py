@@ -13,8 +13,16 @@ is every geom of ``robot_bodies`` and their subtrees, the manipulated objects ev
 (table, floor, walls). A metric whose parts a scene does not name is None ("not
 measured"), never 0.
 
-Contacts and limits are sampled once per env step, after its last physics substep (an env
-with a frame skip of 5 is read every 5 MuJoCo steps): a peak between two samples is missed.
+Where the contact force is read (:func:`force_sampling`, recorded in the manifest and shown
+next to the number in reports): on scenes that let robogen see every physics substep
+(:class:`~robogen.envs.base.SubstepScene`: the built-in tasks and dm_control) the peak is taken
+over all substeps (:data:`FORCE_SUBSTEPS`), each read after the substep's constraint solve;
+elsewhere (Gymnasium, Fetch, Meta-World, robosuite step through their own loops) once per env
+step after its last ``mj_step`` (:data:`FORCE_PER_STEP`), where a peak between two samples is
+missed. Either way the contacts and their forces belong to one state: that of the last solve
+(one substep before the returned ``qpos``), never a contact set rebuilt by ``mj_step1`` without
+a solve (dm_control's legacy step ends with one). Joint limits, distractor contacts and drops
+are read once per env step, from the returned state.
 """
 
 from __future__ import annotations
@@ -25,6 +33,8 @@ from typing import Any
 
 import mujoco
 import numpy as np
+
+from robogen.envs.base import SubstepScene
 
 DROP_MARGIN_M = 0.05
 """How far below the supporting surface an object's centre must fall to count as dropped
@@ -68,6 +78,17 @@ SAFETY_METRICS: tuple[SafetyMetric, ...] = (
 )
 """Every metric :class:`SafetyMonitor` reports, in report order."""
 SAFETY_NAMES = tuple(m.name for m in SAFETY_METRICS)
+
+FORCE_SUBSTEPS = "peak over physics substeps"
+"""``peak_contact_force_n`` read after every physics substep (:class:`SubstepScene`)."""
+FORCE_PER_STEP = "sampled per env step"
+"""``peak_contact_force_n`` read once per env step, after its last physics substep."""
+
+
+def force_sampling(scene: Any) -> str:
+    """Where :class:`SafetyMonitor` reads ``scene``'s contact force: :data:`FORCE_SUBSTEPS`
+    or :data:`FORCE_PER_STEP`."""
+    return FORCE_SUBSTEPS if isinstance(scene, SubstepScene) else FORCE_PER_STEP
 
 
 def _subtree(model: mujoco.MjModel, roots: list[int]) -> np.ndarray:
@@ -126,12 +147,15 @@ class SafetyMonitor:
     """Follows one episode of a scene and accumulates :data:`SAFETY_METRICS`.
 
     Call :meth:`start` after the reset, :meth:`step` after every env step with the action
-    sent, :meth:`metrics` at the end.
+    sent, :meth:`metrics` at the end (which also detaches it from a substep scene).
     """
 
     def __init__(self) -> None:
         self._parts: _Parts | None = None
         self._force = np.zeros(6)
+        self._substeps = False
+        self.sampling = FORCE_PER_STEP
+        """Where the contact force is read (:func:`force_sampling`)."""
         self._start_state()
 
     def _start_state(self) -> None:
@@ -146,13 +170,25 @@ class SafetyMonitor:
         self.prev2: np.ndarray | None = None
 
     def start(self, scene: Any) -> None:
-        """Begin an episode of ``scene`` (a :class:`~robogen.envs.base.MujocoScene`)."""
+        """Begin an episode of ``scene`` (a :class:`~robogen.envs.base.MujocoScene`); on a
+        :class:`~robogen.envs.base.SubstepScene` the monitor becomes its substep observer."""
         model = scene.model
         if self._parts is None or self._parts.model is not model:
             self._parts = _Parts(model, scene.roles)
         self._start_state()
         self._scene = scene
-        self._read(scene.model, scene.data)
+        self._substeps = isinstance(scene, SubstepScene)
+        if self._substeps:
+            scene.substep_observer = self._substep
+        self.sampling = FORCE_SUBSTEPS if self._substeps else FORCE_PER_STEP
+        self._read(scene.model, scene.data, force=True)
+
+    def _substep(self, model: Any, data: Any) -> None:
+        """One physics substep's solved state (see :class:`~robogen.envs.base.SubstepScene`)."""
+        parts = self._parts
+        if parts is None or parts.model is not model:
+            self._parts = parts = _Parts(model, self._scene.roles)
+        self._read_force(parts, model, data)
 
     def step(self, action: np.ndarray) -> None:
         """Record one env step that executed ``action``."""
@@ -164,27 +200,44 @@ class SafetyMonitor:
             self.jerk_sum += math.sqrt(float(np.dot(d, d)))
         self.prev2, self.prev = self.prev, a
         scene = self._scene
-        self._read(scene.model, scene.data)
+        self._read(scene.model, scene.data, force=not self._substeps)
 
-    def _read(self, model: mujoco.MjModel, data: mujoco.MjData) -> None:
+    def robot_scene_force(self, model: Any, data: Any) -> float:
+        """The summed normal force of the robot's contacts with the scene in ``data`` (a
+        ``mujoco.MjData`` of ``model``) [N]: what ``peak_contact_force_n`` takes the maximum
+        of; >= 0 on a solved state."""
+        parts = self._parts
+        if parts is None or parts.model is not model:
+            self._parts = parts = _Parts(model, self._scene.roles)
+        ncon = data.ncon
+        if not ncon or not parts.has_robot:
+            return 0.0
+        geom = data.contact.geom[:ncon]
+        robot, scene = parts.robot[geom], parts.scene[geom]
+        touching = (robot[:, 0] & scene[:, 1]) | (robot[:, 1] & scene[:, 0])
+        force, total = self._force, 0.0
+        for i in np.flatnonzero(touching):
+            mujoco.mj_contactForce(model, data, int(i), force)  # pyright: ignore[reportAttributeAccessIssue]
+            total += float(force[0])
+        return total
+
+    def _read_force(self, parts: _Parts, model: Any, data: Any) -> None:
+        if parts.has_robot:
+            total = self.robot_scene_force(model, data)
+            if total > self.peak_force:
+                self.peak_force = total
+
+    def _read(self, model: mujoco.MjModel, data: mujoco.MjData, *, force: bool) -> None:
         parts = self._parts
         assert parts is not None
         if parts.model is not model:  # the scene installed another model mid-episode
             self._parts = parts = _Parts(model, self._scene.roles)
+        if force:
+            self._read_force(parts, model, data)
         ncon = data.ncon
         if ncon:
             geom = data.contact.geom[:ncon]
             robot = parts.robot[geom]
-            if parts.has_robot:
-                scene = parts.scene[geom]
-                touching = (robot[:, 0] & scene[:, 1]) | (robot[:, 1] & scene[:, 0])
-                if touching.any():
-                    force, total = self._force, 0.0
-                    for i in np.flatnonzero(touching):
-                        mujoco.mj_contactForce(model, data, int(i), force)
-                        total += abs(float(force[0]))
-                    if total > self.peak_force:
-                        self.peak_force = total
             if parts.has_distractors:
                 dis = parts.distractor[geom]
                 other = robot | parts.object[geom]
@@ -204,6 +257,8 @@ class SafetyMonitor:
         """The episode's metrics, keyed by :data:`SAFETY_NAMES` (None: not measured here)."""
         parts = self._parts
         assert parts is not None
+        if self._substeps and self._scene.substep_observer == self._substep:
+            self._scene.substep_observer = None
         n = self.steps
         return {
             "peak_contact_force_n": self.peak_force if parts.has_robot else None,

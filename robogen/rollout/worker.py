@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from robogen._cores import usable_cores
+from robogen.envs.observations import pixels_digest
 from robogen.envs.render import resolve_frames
 from robogen.errors import InfrastructureError, InfrastructureTimeoutError, RobogenError
 from robogen.rollout.observers import (
@@ -383,6 +384,9 @@ class EpisodeWorker:
         """Reset the unit's envs, wait for their first frames, tell the observers."""
         started = [k for k, env in envs.items() if self._reset_env(unit, env, slots[k], start)]
         self._resolve_frames(slots, range(len(slots)), start, setup=True)
+        if self.manifest.policy_obs_mode != "state":  # the report checks a visual axis is in view
+            for slot in slots:
+                slot.first_frame = pixels_digest(slot.obs)
         for _, observer in self._observers:
             for k in started:
                 observer.on_reset(k, slots[k], envs[k])
@@ -554,6 +558,8 @@ class EpisodeWorker:
             return
         slot.ret += reward
         slot.obs = obs
+        if slot.first_success is None and info.get("success"):
+            slot.first_success = slot.steps
         if terminated or truncated:
             if bool(info.get("success", False)):
                 self._finish(slot, start, success=True)
@@ -574,6 +580,7 @@ class EpisodeWorker:
             self.manifest, unit, s.episode_index, episode_return=s.ret, length_steps=s.steps,
             success=s.success, cause=s.cause, error=s.error, perturbations_json=s.perturbations,
             changed_axes=s.changed, wall_time_s=s.wall_time_s,
+            first_success_step=s.first_success, first_frame_digest=s.first_frame,
             **end_fields(self._observers, k, s),
         )
 

@@ -3,6 +3,9 @@ of the same seed, both replayed (:mod:`robogen.rollout.replay`) after the run.
 
 Each video's label says whether the replays reproduced the stored episodes (success,
 cause, return and length, compared exactly); ``videos/index.json`` maps labels to files.
+A policy that observes pixels is filmed through its own eyes: the frames it received, after
+the episode's ``sensor`` corruption (named in the label); a state policy's video is a clean
+render, and its label says the corruption applied to the policy's state.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from robogen.rollout.replay import (
     VIDEO_DIR,
     VIDEO_INDEX,
     film_camera,
+    films_policy_frames,
     read_video_index,
     record_episode,
     replay_differences,
@@ -35,6 +39,29 @@ if TYPE_CHECKING:
 
 def _slug(text: str) -> str:
     return "".join(c if c.isalnum() or c in "-_." else "-" for c in text)
+
+
+def corruption_note(result: EpisodeResult, policy_frames: bool) -> tuple[str, str]:
+    """What a video of ``result`` shows of its ``sensor`` corruption: ``(short, note)``, the
+    short form for the clip's bar (``jpeg 0.83``) and the sentence of the video's label
+    (``the policy's frames, sensor jpeg m=0.83``, or for a state policy ``clean render,
+    sensor jpeg m=0.83 applied to the policy's state``); ``("", "the policy's frames")`` or
+    ``("", "")`` for an episode without one."""
+    try:
+        records = json.loads(result.perturbations_json or "[]")
+    except ValueError:
+        records = []
+    sensor = next((x for x in records if isinstance(x, dict) and x.get("axis") == "sensor"),
+                  None)
+    frames = "the policy's frames" if policy_frames else ""
+    if sensor is None:
+        return "", frames
+    values = sensor.get("values") or {}
+    kind, m = str(values.get("kind", "?")), float(values.get("magnitude", float("nan")))
+    what = f"sensor {kind} m={m:.2f}"
+    if policy_frames:
+        return f"{kind} {m:.2f}", f"{frames}, {what}"
+    return f"{kind} {m:.2f} on state", f"clean render, {what} applied to the policy's state"
 
 
 def film_failures(
@@ -78,6 +105,7 @@ def film_failures(
 
         worker = EpisodeWorker(m)
     camera = film_camera(worker)
+    policy_frames = films_policy_frames(m)
     stored = {(x.condition, x.episode_index): x for x in results}
     nominal_replays: dict[int, tuple[EpisodeResult, np.ndarray]] = {}  # several axes, one twin
     try:
@@ -94,6 +122,7 @@ def film_failures(
                 nom_stored is None or not replay_differences(nom_stored, nom_res))
             rel = Path(VIDEO_DIR) / f"{_slug(r.condition)}-ep{i:04d}.mp4"
             (store.run_dir / VIDEO_DIR).mkdir(parents=True, exist_ok=True)
+            short, note = corruption_note(r, policy_frames)
             write_side_by_side(
                 store.run_dir / rel,
                 nom_frames,
@@ -101,11 +130,11 @@ def film_failures(
                 labels=(
                     f"nominal ({'success' if nom_res.success else nom_res.cause})",
                     f"{r.condition} ({'success' if per_res.success else per_res.cause}"
-                    f"{'' if same else ', replay differs'})",
+                    f"{'' if same else ', replay differs'}){f' {short}' if short else ''}",
                 ),
                 camera=camera,
             )
-            out[f"{axis}: {r.condition} episode {i}"] = str(rel)
+            out[f"{axis}: {r.condition} episode {i}{f' ({note})' if note else ''}"] = str(rel)
         index = store.run_dir / VIDEO_DIR / VIDEO_INDEX
         write_atomic(index, json.dumps({**read_video_index(store.run_dir), **out}, indent=2))
     finally:

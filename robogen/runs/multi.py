@@ -18,8 +18,8 @@ from pathlib import Path
 
 from robogen.configs import EvalConfig
 from robogen.errors import InvalidSpecError, RunDirError
-from robogen.runs.evaluation import EvalOutcome
 from robogen.rollout.runner import ProgressFn, prepare
+from robogen.runs.evaluation import EvalOutcome
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,8 +131,6 @@ def _evaluate_all(
     The episodes, videos and reports are the same as one
     :func:`~robogen.runs.evaluation.evaluate` per policy.
     """
-    from robogen.runs.evaluation import finish_report
-    from robogen.runs.failure_videos import film_run
     from robogen.reports.plot_worker import PlotWorker
     from robogen.rollout.backends import (
         map_calls,
@@ -145,6 +143,8 @@ def _evaluate_all(
     from robogen.rollout.ray_backend import cluster_address
     from robogen.rollout.runner import run_evaluation
     from robogen.rollout.store import ResultStore
+    from robogen.runs.evaluation import finish_report
+    from robogen.runs.failure_videos import film_run
 
     first = cfgs[0]
     shared = (first.backend == "ray" and cluster_address(first.address) is None

@@ -258,12 +258,34 @@ def test_metaworld_experts_succeed_at_nominal(env_id: str) -> None:
 
 
 def test_metaworld_horizon_capped_with_a_warning() -> None:
+    from robogen.errors import RobogenWarning
+
     _need("metaworld/reach-v3")
-    with pytest.warns(UserWarning, match="capped to 500"):
+    with pytest.warns(RobogenWarning, match="capped to 500"):
         env = make("metaworld/reach-v3", max_steps=800)
     assert env.spec.max_episode_steps == 500 and env.rule.horizon == 500
     assert "any step" in env.rule.describe()
     env.close()
+
+
+def test_metaworld_horizon_one_warning_line_and_the_manifest_records_the_cap(tmp_path) -> None:
+    """``--max-steps 800``: one ``warning:`` line (no file and line), the manifest and the
+    report header say 500, and the episodes stop at 500 steps."""
+    _need("metaworld/reach-v3")
+    out = tmp_path / "run"
+    res = subprocess.run(
+        [sys.executable, "-m", "robogen.cli", "eval", "--env", "metaworld/reach-v3",
+         "--policy", "random:0", "--axes", "lighting", "--severities", "1", "--episodes", "2",
+         "--max-steps", "800", "--backend", "serial", "--videos", "0", "--out", str(out)],
+        capture_output=True, text=True, timeout=600, check=False)
+    assert res.returncode == 0, res.stderr
+    lines = [x for x in res.stderr.splitlines() if "capped to 500" in x]
+    assert len(lines) == 1 and lines[0].startswith("warning: metaworld/reach-v3 episodes end")
+    assert "UserWarning" not in res.stderr
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["max_steps"] == 500
+    header = (out / "report.md").read_text().splitlines()[2]
+    assert "max 500 steps" in header and "800" not in header
 
 
 @pytest.mark.slow

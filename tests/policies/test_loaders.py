@@ -91,6 +91,13 @@ def test_missing_vecnormalize_from_metadata_only(tmp_path: Path) -> None:
     (tmp_path / "agent.json").write_text(json.dumps({"vecnormalize": True}))
     with pytest.raises(CheckpointError, match="vecnormalize"):
         load_policy(f"sb3:{tmp_path / 'agent.zip'}", _ctx("gymnasium/Reacher-v5"))
+    # a declared statistics file that is missing is named
+    (tmp_path / "agent.json").write_text(json.dumps({"vecnormalize": True,
+                                                     "vecnormalize_file": "stats/agent.pkl"}))
+    with pytest.raises(CheckpointError) as e:
+        load_policy(f"sb3:{tmp_path / 'agent.zip'}", _ctx("gymnasium/Reacher-v5"))
+    assert f"names the statistics file {tmp_path / 'stats' / 'agent.pkl'}, which does not " \
+        "exist" in str(e.value)
     (tmp_path / "agent.json").unlink()
     # alone in a folder, the checkpoint itself still shows VecNormalize training
     with pytest.raises(CheckpointError, match="_last_original_obs"):

@@ -289,3 +289,29 @@ def test_invalid_episodes_are_left_out_and_a_mostly_invalid_level_has_no_gap() -
     assert "texture" not in report.difficulty_order
     assert all(p.cause not in ("sim_unstable", "worker_died", "infra_timeout")
                for p in failure_pairs(results, per_condition=20))
+
+
+def test_a_visual_axis_a_pixel_policy_did_not_see_in_its_first_frame_is_not_applied() -> None:
+    """Texture changed the scene in every episode, but in episodes 0-2 the policy's first
+    frame equals nominal's (the change was out of view): not applied there, and said so;
+    physics (not visual) and runs without digests are untouched."""
+    def digests(rs, same: range):
+        return [dataclasses.replace(r, first_frame_digest=(
+            f"{r.episode_index:016x}" if r.episode_index in same or r.condition == "nominal"
+            else f"{r.episode_index + 100:016x}")) for r in rs]
+
+    nom, _, _, phys, tex, _ = CONDITIONS
+    results = [*digests(episodes(nom, lambda i: i < 16), range(0)),
+               *digests(episodes(tex, lambda i: i < 4), range(3)),
+               *digests(episodes(phys, lambda i: i < 16), range(N))]
+    report = build_report(results, make_manifest([nom, phys, tex]), axis_kinds=KINDS,
+                          n_boot=200, created="2026-01-01T00:00:00+00:00")
+    assert report.condition("texture@1").n_applied == N - 3
+    gap = next(g for g in report.gaps if g.axis == "texture")
+    assert "texture 17/20" in gap.note
+    assert "not observed in view (first frame identical to nominal): texture in 3 of 20" in gap.note
+    assert report.condition("physics@1").n_applied == N  # a physical axis is never in view
+    plain = build_report([dataclasses.replace(r, first_frame_digest=None) for r in results],
+                         make_manifest([nom, phys, tex]), axis_kinds=KINDS, n_boot=200,
+                         created="2026-01-01T00:00:00+00:00")
+    assert plain.condition("texture@1").n_applied == N

@@ -120,7 +120,9 @@ def test_write_report_files_and_round_trip(report: Report, tmp_path: Path) -> No
 
 def test_markdown_has_gap_table(report: Report, tmp_path: Path) -> None:
     md = write_report(report, tmp_path, plots=False)["md"].read_text()
-    assert "| axis | level | gap [95% CI] | rel. drop | n10 / n01 | pairs | status |" in md
+    # 8 discordant pairs: the Agresti-Min interval, named in the header
+    assert ("| axis | level | gap [95% CI, Agresti-Min] | rel. drop | n10 / n01 | pairs "
+            "| status |") in md
     lines = md.splitlines()
     physics = next(x for x in lines if x.startswith("| physics |"))
     assert "+0.50 [" in physics and "| 8 / 0 | 16 |" in physics
@@ -132,6 +134,26 @@ def test_markdown_has_gap_table(report: Report, tmp_path: Path) -> None:
     assert "terminated 2" in md  # failure causes of the nominal condition
     assert len(md) < 65536  # GitHub's comment size limit
     assert not (tmp_path / "plots").exists()
+
+
+def test_every_interval_names_its_method(report: Report, tmp_path: Path) -> None:
+    """Success rates: Wilson; gaps: the paired bootstrap in the header, and a row whose
+    interval came from another method (Agresti-Min, few discordant pairs) names it."""
+    import dataclasses
+
+    gaps = [dataclasses.replace(g, ci_method="bootstrap") for g in report.gaps]
+    gaps[0] = dataclasses.replace(gaps[0], ci_method="agresti-min")
+    combined = tuple(dataclasses.replace(g, ci_method="bootstrap") for g in report.combined_gaps)
+    other = dataclasses.replace(report, gaps=tuple(gaps), combined_gaps=combined)
+    paths = write_report(other, tmp_path, plots=False)
+    md, page = paths["md"].read_text(), paths["html"].read_text()
+    for text in (md, page):
+        assert "success [95% CI, Wilson]" in text
+        assert "gap [95% CI, paired bootstrap]" in text
+        assert "(Agresti-Min)" in text
+    row = next(x for x in md.splitlines() if x.startswith(f"| {gaps[0].axis} |"))
+    assert "(Agresti-Min)" in row
+    assert "Wilson score interval" in md
 
 
 def test_html_is_self_contained(report: Report, tmp_path: Path) -> None:

@@ -150,3 +150,70 @@ def test_a_failure_video_records_the_camera_it_was_filmed_from(tmp_path) -> None
         assert videos
         info = read_video_info(videos[0])
         assert info is not None and info.camera == camera, obs_mode
+
+
+def _sensor_run(tmp_path, policy: str):
+    cfg = load_eval_config(
+        None, env="robogen/Reach-v0", policy=policy, obs_mode="pixels", episodes=2,
+        batch_size=1, axes=["sensor"], severities=[1.0], splits=["train"], combined=False,
+        max_steps=6, backend="serial", videos=0, out=tmp_path / "r",
+    )
+    m = prepare(cfg)
+    train = next(c for c in m.conditions if c.name != "nominal" and c.levels[0].split == "train")
+    return m, train
+
+
+def _clean_reset_observation(m, condition):
+    """The reset observation of episode 1 under ``condition`` with the sensor filter off."""
+    env = make_env(m)
+    env.set_levels(condition.levels)
+    env.reset(seed=episode_seed(m.seed, 1),
+              options={"perturbation_seed": perturbation_seed(m.seed, 1)})
+    clean = find_scene(env).observe()
+    env.close()
+    return clean
+
+
+def test_a_pixel_policys_failure_video_shows_the_corrupted_frames_it_received(tmp_path):
+    """sensor@train (gaussian noise or JPEG): the filmed frames are the policy's corrupted
+    observations, not the clean render of the same state; the label names the corruption."""
+    from robogen.rollout.replay import films_policy_frames, policy_frame
+    from robogen.runs.failure_videos import corruption_note
+
+    m, train = _sensor_run(tmp_path, "random:0")
+    assert films_policy_frames(m)
+    worker = EpisodeWorker(m)
+    try:
+        result, frames = record_episode(worker, WorkUnit(-1, train, (1,)), size=64)
+    finally:
+        worker.close()
+    clean = policy_frame(_clean_reset_observation(m, train), 64)
+    assert frames.shape == (result.length_steps + 1, 64, 64, 3)
+    assert np.abs(frames[0].astype(float) - clean).mean() > 2.0  # corrupted, visibly
+    short, note = corruption_note(result, policy_frames=True)
+    kind = next(x for x in ("gaussian_noise", "jpeg") if x in note)
+    assert short.startswith(kind) and note.startswith(f"the policy's frames, sensor {kind} m=")
+
+
+def test_a_state_policys_failure_video_is_the_clean_render_and_says_so(tmp_path):
+    from robogen.rollout.replay import films_policy_frames
+    from robogen.runs.failure_videos import corruption_note
+
+    m, train = _sensor_run(tmp_path, "expert:reach")  # privileged: reads the simulator
+    assert not films_policy_frames(m)
+    worker = EpisodeWorker(m)
+    try:
+        result, frames = record_episode(worker, WorkUnit(-1, train, (1,)), size=64)
+        camera = worker.scenes[0].roles.cameras[0]
+    finally:
+        worker.close()
+    env = make_env(m)
+    env.set_levels(train.levels)
+    env.reset(seed=episode_seed(m.seed, 1),
+              options={"perturbation_seed": perturbation_seed(m.seed, 1)})
+    reset_frame = find_scene(env).render_frame(camera, 64, 64)
+    env.close()
+    assert np.array_equal(frames[0], reset_frame)
+    _, note = corruption_note(result, policy_frames=False)
+    assert note.startswith("clean render, sensor ")
+    assert note.endswith("applied to the policy's state")

@@ -14,7 +14,7 @@ import pytest
 
 from robogen.configs import load_eval_config
 from robogen.envs.base import SceneRoles
-from robogen.rollout.safety import DROP_MARGIN_M, SAFETY_NAMES, SafetyMonitor
+from robogen.rollout.safety import DROP_MARGIN_M, FORCE_SUBSTEPS, SAFETY_NAMES, SafetyMonitor
 from robogen.rollout.store import ResultStore
 from robogen.runs.evaluation import evaluate
 
@@ -142,7 +142,10 @@ def test_eval_with_safety_reports_metrics_per_condition(tmp_path):
     assert stats[("nominal", "distractor_contact_steps")]["mean"] == 0
     md = (out.run_dir / "report.md").read_text()
     assert "**Safety**" in md and "| action@1 | joint_limit_steps [steps] |" in md
-    assert "<h2>Safety</h2>" in (out.run_dir / "report.html").read_text()
+    assert report["manifest"]["safety_sampling"] == FORCE_SUBSTEPS  # a built-in task
+    assert f"| nominal | peak_contact_force_n [N], {FORCE_SUBSTEPS} |" in md
+    html = (out.run_dir / "report.html").read_text()
+    assert "<h2>Safety</h2>" in html and f"peak_contact_force_n [N], {FORCE_SUBSTEPS}" in html
 
 
 def test_without_safety_nothing_is_recorded(tmp_path):

@@ -169,6 +169,8 @@ SAFETY_COLUMNS = [
     ("action_magnitude", "double"), ("action_jerk", "double"),
 ]
 """The safety metrics' columns (issue 24), appended."""
+EPISODE_COLUMNS = [("first_success_step", "int64"), ("first_frame_digest", "string")]
+"""The first step of success and the first frame's digest (issue 40), appended."""
 
 
 def test_episode_schema_is_derived_from_the_record_with_the_old_columns(tmp_path):
@@ -181,7 +183,7 @@ def test_episode_schema_is_derived_from_the_record_with_the_old_columns(tmp_path
                              "int64": pa.int64(), "bool": pa.bool_()}.get(t, pa.list_(pa.string())))
                      for name, t in OLD_SCHEMA_COLUMNS])
     assert [(f.name, str(f.type)) for f in store_mod._SCHEMA] == [
-        *OLD_SCHEMA_COLUMNS, *SAFETY_COLUMNS]
+        *OLD_SCHEMA_COLUMNS, *SAFETY_COLUMNS, *EPISODE_COLUMNS]
     assert all(f.nullable for f in store_mod._SCHEMA)
     # a part written by the old explicit schema loads into equal records (NaN return of an
     # unstable episode stays NaN, a missing error stays None)
@@ -203,9 +205,12 @@ def test_episode_schema_is_derived_from_the_record_with_the_old_columns(tmp_path
                       .append(pa.field("object_dropped", pa.bool_()))
                       .append(pa.field("distractor_contact_steps", pa.int64()))
                       .append(pa.field("action_magnitude", pa.float64()))
-                      .append(pa.field("action_jerk", pa.float64())))
+                      .append(pa.field("action_jerk", pa.float64()))
+                      .append(pa.field("first_success_step", pa.int64()))
+                      .append(pa.field("first_frame_digest", pa.string())))
     frame = store.load_frame()  # an old part and a new one: the old one's safety reads null
     assert len(frame) == 3 and frame["peak_contact_force_n"].isna().all()
+    assert frame["first_success_step"].isna().all() and back[0].first_success_step is None
 
 
 def test_a_part_with_a_bad_row_names_the_field_and_the_fix(tmp_path):
@@ -222,3 +227,23 @@ def test_a_part_with_a_bad_row_names_the_field_and_the_fix(tmp_path):
     text = str(e.value)
     assert "EpisodeResult.cause: must be one of ['timeout', 'terminated'" in text
     assert "got 'exploded'" in text and "robogen eval --resume" in text
+
+
+def test_the_first_step_of_success_is_stored_per_episode(tmp_path):
+    """Reach's expert succeeds and the task ends there: the first success step is the
+    episode's length; a failed episode stores None."""
+    from robogen.configs import load_eval_config
+    from robogen.runs.evaluation import evaluate
+
+    cfg = load_eval_config(None, env="robogen/Reach-v0", policy="expert:reach", axes=["physics"],
+                           severities=[1.0], episodes=2, batch_size=2, combined=False,
+                           videos=0, backend="serial", out=tmp_path / "r")
+    results = ResultStore.open(evaluate(cfg).run_dir).load_results()
+    assert any(r.success for r in results)
+    for r in results:
+        assert r.first_success_step == (r.length_steps if r.success else None)
+    short = load_eval_config(None, env="robogen/Reach-v0", policy="random:0", axes=["physics"],
+                             severities=[1.0], episodes=2, batch_size=2, combined=False,
+                             max_steps=3, videos=0, backend="serial", out=tmp_path / "s")
+    failed = ResultStore.open(evaluate(short).run_dir).load_results()
+    assert all(not r.success and r.first_success_step is None for r in failed)
