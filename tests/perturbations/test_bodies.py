@@ -66,19 +66,20 @@ def test_each_body_compiles_and_holds_its_pose_under_the_nominal_controller(spli
 
 
 # Measured on mujoco 4.0.0, bodies 0..99 of each split, episode seed = body index: Reach,
-# Push and PickPlace 100/100 on train and on test. Pinned: at least 38/40 (a 95% Wilson
-# lower bound of 0.88 for the rate) on a sample of 40 bodies per task and split.
+# Push and PickPlace 100/100 on train and on test (and 100/100 on bodies 100..199, episode
+# seed = index - 100). Pinned: at least 19/20 (a 95% Wilson lower bound of 0.76 for the rate)
+# on bodies 100..119 of each task and split.
 @pytest.mark.parametrize("task", ["reach", "push", "pick_place"])
 @pytest.mark.parametrize("split", ["train", "test"])
 def test_scripted_expert_succeeds_on_procedural_bodies(task, split):
     env_id = {"reach": "robogen/Reach-v0", "push": "robogen/Push-v0",
               "pick_place": "robogen/PickPlace-v0"}[task]
     ok = 0
-    for i in range(40):
+    for i in range(20):
         env = PerturbedEnv(make(env_id), [AxisLevel("embodiment", 1.0, split, 100 + i)])
         ok += run_expert_episode(env, make_expert(task), seed=i)[0]
         env.close()
-    assert ok >= 38, f"{task} {split}: expert succeeded on {ok}/40 bodies"
+    assert ok >= 19, f"{task} {split}: expert succeeded on {ok}/20 bodies"
 
 
 def test_pinned_value_is_the_same_in_every_episode_and_recorded():
