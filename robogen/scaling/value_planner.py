@@ -270,7 +270,7 @@ def _optimal(models: Mapping[str, DiversityModel], vcs: Mapping[str, float], bud
         c_f = int(spend[i][c]) if i > 0 else c
         t = tables[f]
         a = int(t["arg"][c_f])
-        out[f] = (0, 0) if a < 0 or t["best"][c_f] <= 0 else (int(t["k"][a]), int(t["m"][a]))
+        out[f] = (0, 0) if a < 0 else (int(t["k"][a]), int(t["m"][a]))
         c -= c_f
     return {f: out[f] for f in names}
 
