@@ -140,7 +140,10 @@ def _validate(args, config, splits) -> dict:  # noqa: ANN001 - script
     store = collect_demos(config.task, targets, args.out / "diversity" / "demos",
                           seed=config.seed, severity=config.severity,
                           batch_size=config.collect_batch_size)
-    jobs = {name: [ModelJob(f"{name}-s{s}", {value_factor(f, i): m for f, (k, m) in
+    def tag(split) -> str:  # noqa: ANN001 - the split is in the name: stored models match it
+        return "-".join(f"{f}{k}x{m}" for f, (k, m) in split.items())
+
+    jobs = {name: [ModelJob(f"{name}-{tag(split)}-s{s}", {value_factor(f, i): m for f, (k, m) in
                                              split.items() for i in range(k)},
                             config.train_seed(100 + s)) for s in range(args.final_seeds)]
             for name, split in splits.items()}

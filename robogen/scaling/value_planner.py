@@ -1,14 +1,18 @@
 """Split a budget into (distinct values, demonstrations per value) per factor.
 
 From a diversity run (:mod:`robogen.scaling.diversity`), each factor ``f`` has a diversity
-curve ``f:k@m<M>`` (failure ``a_D k^b_D`` at ``M`` demonstrations per value) and a quantity
-curve ``f:m@k<K>`` (failure against ``m`` at ``K`` values), ``(K, M)`` the grid's largest
-cell (the *anchor*). They combine into a separable power law
+curve ``f:k@m<M>`` (failure ``a_D k^b_D`` at ``M`` demonstrations per value, ``M`` the grid's
+largest) and per grid value ``k_i`` a quantity curve ``f:m@k<k_i>`` with exponent
+``b_Q(k_i)``. They combine into
 
-    success_f(k, m) = 1 - a_D k^b_D (m / M)^b_Q,
+    success_f(k, m) = 1 - a_D k^b_D (m / M)^b_Q(k),
 
 which equals the diversity curve at ``m = M`` and changes with ``m`` as the quantity curve
-does. Collecting ``k`` values with ``m`` demonstrations each costs
+at ``k`` does: ``b_Q(k)`` is interpolated linearly in ``log k`` between the grid's values
+(held constant beyond them). The quantity exponent does depend on ``k``: on Reach it went
+from about -0.2 at one value to about -1.8 at 32 (docs/benchmarks.md), and a model with
+one quantity exponent (the largest ``k``'s) predicted gains from more demonstrations per
+value at few values that the validation did not find. Collecting ``k`` values with ``m`` demonstrations each costs
 ``k * (value_cost_f + m * demo_cost)`` (a new scene, object or body usually costs more than
 one more demonstration in it: ``value_cost`` is in demonstration units).
 
@@ -68,36 +72,40 @@ class DiversityModel:
     Attributes:
         factor: The factor.
         diversity: The diversity curve at ``per_value`` demonstrations per value.
-        quantity: The quantity curve at ``values`` values.
-        values: ``K``, the anchor's values.
-        per_value: ``M``, the anchor's demonstrations per value.
+        quantities: ``(k_i, quantity curve at k_i values)`` for every grid value, sorted.
+        values: ``K``, the grid's largest number of values.
+        per_value: ``M``, the grid's largest demonstrations per value.
     """
 
     factor: str
     diversity: CurveFit
-    quantity: CurveFit
+    quantities: tuple[tuple[int, CurveFit], ...]
     values: int
     per_value: int
 
-    def params(self, j: int | None = None) -> tuple[float, float, float]:
-        """``(a_D, b_D, b_Q)`` of the fit (``j`` None) or of bootstrap sample ``j``."""
+    def params(self, j: int | None = None) -> tuple[float, float, NDArray[np.float64]]:
+        """``(a_D, b_D, b_Q per grid k)`` of the fits (``j`` None) or bootstrap sample ``j``."""
         if j is None:
-            return self.diversity.a, self.diversity.b, self.quantity.b
-        d, q = self.diversity.samples, self.quantity.samples
-        assert d is not None and q is not None
-        return float(d[j, 0]), float(d[j, 1]), float(q[j, 1])
+            return self.diversity.a, self.diversity.b, np.array(
+                [q.b for _, q in self.quantities])
+        d = self.diversity.samples
+        assert d is not None
+        return float(d[j, 0]), float(d[j, 1]), np.array(
+            [q.samples[j, 1] for _, q in self.quantities if q.samples is not None])
 
     @property
     def n_samples(self) -> int:
-        """Bootstrap samples both curves have."""
-        d, q = self.diversity.samples, self.quantity.samples
-        return 0 if d is None or q is None else min(len(d), len(q))
+        """Bootstrap samples every curve has."""
+        fits = [self.diversity, *(q for _, q in self.quantities)]
+        return min(0 if f.samples is None else len(f.samples) for f in fits)
 
     def success(self, k: Any, m: Any, j: int | None = None) -> NDArray[np.float64]:
         """Predicted success at ``k`` values x ``m`` demonstrations per value (0 at k = 0)."""
-        a, bd, bq = self.params(j)
+        a, bd, bqs = self.params(j)
         k, m = np.asarray(k, np.float64), np.asarray(m, np.float64)
+        grid = np.log([kk for kk, _ in self.quantities])
         with np.errstate(divide="ignore", invalid="ignore"):
+            bq = np.interp(np.log(np.maximum(k, 1.0)), grid, bqs)
             fail = a * np.power(np.maximum(k, 1e-300), bd) * np.power(
                 np.maximum(m, 1e-300) / self.per_value, bq)
         return np.where((k > 0) & (m > 0), np.clip(1.0 - fail, 0.0, 1.0), 0.0)
@@ -119,11 +127,14 @@ def diversity_models(curves: CurvesFile, path: str = "the curves file"
                                  if (m := _CURVE.match(n)) is not None))
     out = {}
     for f in factors:
-        d, q = f"{f}:k@m{big_m}", f"{f}:m@k{big_k}"
-        if d not in curves.curves or q not in curves.curves:
-            raise InvalidSpecError(f"{path} lacks the anchor curves {d!r} and {q!r} of {f!r}; "
-                                   "re-run robogen scale --vary values")
-        out[f] = DiversityModel(f, curves.curves[d].fit, curves.curves[q].fit, big_k, big_m)
+        d = f"{f}:k@m{big_m}"
+        qs = sorted((int(mt["n"]), curves.curves[n].fit) for n in curves.names
+                    if (mt := _CURVE.match(n)) is not None and mt["factor"] == f
+                    and mt["x"] == "m")
+        if d not in curves.curves or not qs or qs[-1][0] != big_k:
+            raise InvalidSpecError(f"{path} lacks the curves {d!r} and '{f}:m@k<k>' up to "
+                                   f"k = {big_k}; re-run robogen scale --vary values")
+        out[f] = DiversityModel(f, curves.curves[d].fit, tuple(qs), big_k, big_m)
     if not out:
         raise InvalidSpecError(f"{path} holds no diversity curves")
     return out
