@@ -12,9 +12,11 @@ at ``k`` does: ``b_Q(k)`` is interpolated linearly in ``log k`` between the grid
 (held constant beyond them). The quantity exponent does depend on ``k``: on Reach it went
 from about -0.2 at one value to about -1.8 at 32 (docs/benchmarks.md), and a model with
 one quantity exponent (the largest ``k``'s) predicted gains from more demonstrations per
-value at few values that the validation did not find. Collecting ``k`` values with ``m`` demonstrations each costs
-``k * (value_cost_f + m * demo_cost)`` (a new scene, object or body usually costs more than
-one more demonstration in it: ``value_cost`` is in demonstration units).
+value at few values that the validation did not find.
+
+Collecting ``k`` values with ``m`` demonstrations each costs ``k * (value_cost_f + m)``
+demonstration units (a new scene, object or body usually costs more than one more
+demonstration in it).
 
 :func:`plan_values` (``optimal``): the (k, m) of every factor maximizing the mean predicted
 success under the budget, exactly, by dynamic programming over the budget (costs rounded
