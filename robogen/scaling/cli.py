@@ -238,6 +238,9 @@ def plan_command(
 
     if rounds is None and backend != "serial":
         _error(f"--backend {backend!r} applies only to the closed loop; add --rounds R")
+    if rounds is not None and value_cost is not None:
+        _error("--rounds (the closed loop) plans quantity curves; --value-cost plans the "
+               "diversity curves of robogen scale --vary values in one shot: drop one of them")
     if rounds is not None:
         _plan_rounds(curves, budget, rounds, cost=cost, method=method, lcb=lcb, k=k, step=step,
                      task=task, out=out, report=report, backend=backend)

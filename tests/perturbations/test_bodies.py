@@ -134,3 +134,21 @@ def test_bad_values_raise():
         make_axis("lighting").check_value(-1, "train")
     without = {n for n in AXES.names() if make_axis(n).value_count("train") == 0}
     assert without == {"sensor", "action", "language"}
+
+
+VALUE_AXES = tuple(n for n in AXES.names() if make_axis(n).value_count("train") != 0)
+
+
+@pytest.mark.parametrize("axis", VALUE_AXES, ids=VALUE_AXES)
+def test_every_axis_with_values_pins_one_scene_per_index(axis):
+    """Value i is the same in every episode; values 0..3 are 4 distinct scenes and ids."""
+    env = PerturbedEnv(make("robogen/Push-v0"), [])
+    seen = {}
+    for i in range(4):
+        env.set_levels([AxisLevel(axis, 1.0, "train", i)])
+        recs = [env.reset(seed=s)[1]["robogen"]["perturbations"][0] for s in (0, 1)]
+        assert recs[0]["values"] == recs[1]["values"], axis
+        assert recs[0]["value"]["index"] == i
+        seen[recs[0]["value"]["id"]] = json.dumps(recs[0]["values"], sort_keys=True)
+    env.close()
+    assert len(seen) == len(set(seen.values())) == 4, (axis, seen)
