@@ -54,6 +54,9 @@ NULL_AS = "robogen.null_as"
 MISSING_AS = "robogen.missing_as"
 """Field-metadata key: the value a *missing* key of that field decodes to, instead of the
 field's default (files written before the field existed meant that value)."""
+OMIT_AT_DEFAULT = "robogen.omit_at_default"
+"""Field-metadata key: :func:`encode` leaves the field out while it holds its default (a
+field added later keeps the files of records that do not use it byte for byte)."""
 
 EXPECTED = "expected {expected}, got {value!r}"
 NOT_ALLOWED = "must be one of {allowed}, got {value!r}"
@@ -152,6 +155,15 @@ def missing_as(value: Any) -> dict[str, Any]:
     return {MISSING_AS: value}
 
 
+def omit_at_default() -> dict[str, bool]:
+    """Field metadata making :func:`encode` leave the field out while it equals its default.
+
+    Example: ``value: int | None = field(default=None, metadata=omit_at_default())``; a
+    missing key decodes to the default, so the round trip is exact.
+    """
+    return {OMIT_AT_DEFAULT: True}
+
+
 def encode(value: Any, *, allow_nan: bool = True) -> Any:
     """JSON-compatible data of a record or value.
 
@@ -182,6 +194,10 @@ def _encode(v: Any, allow_nan: bool) -> Any:
         return v if allow_nan or math.isfinite(v) else None
     names = _field_names(t)
     if names is not None:
+        omit = _OMITTED.get(t)
+        if omit:
+            return {n: _encode(getattr(v, n), allow_nan) for n in names
+                    if n not in omit or getattr(v, n) != omit[n]}
         return {n: _encode(getattr(v, n), allow_nan) for n in names}
     if t is tuple or t is list:
         return [_encode(x, allow_nan) for x in v]
@@ -211,6 +227,8 @@ def _key(k: Any) -> str:
 
 
 _FIELD_NAMES: dict[type, tuple[str, ...] | None] = {}
+_OMITTED: dict[type, dict[str, Any]] = {}
+"""Per record type: the fields marked :func:`omit_at_default` and their defaults."""
 
 
 def _field_names(t: type) -> tuple[str, ...] | None:
@@ -219,6 +237,9 @@ def _field_names(t: type) -> tuple[str, ...] | None:
     except KeyError:
         names = (tuple(f.name for f in dataclasses.fields(t))
                  if dataclasses.is_dataclass(t) else None)
+        if names is not None:
+            _OMITTED[t] = {f.name: f.default for f in dataclasses.fields(t)
+                           if f.metadata.get(OMIT_AT_DEFAULT)}
         _FIELD_NAMES[t] = names
         return names
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, TypeVar, cast, get_args
 
 from robogen.errors import InvalidSpecError
-from robogen.serialization import Record, encode, missing_as
+from robogen.serialization import Record, encode, missing_as, omit_at_default
 
 Split = Literal["all", "train", "test"]
 """Which value set of an axis a level draws from: every value, the Factor-World
@@ -96,20 +96,27 @@ class AxisLevel(Record):
         axis: Registered axis name (``lighting``, ``texture``, ...).
         severity: Shift size in [0, 1]; 0 is exactly the nominal scene.
         split: Value set drawn from: ``all``, ``train`` or held-out ``test``.
+        value: None: every episode draws its own value from the split (the axis's stream
+            of the episode). An index ``>= 0``: every episode gets distinct value ``value``
+            of the split (:meth:`robogen.perturbations.base.Axis.sample_value`; the
+            diversity curves of ``robogen scale --vary values``).
     """
 
     axis: str
     severity: float
     split: Split = "all"
+    value: int | None = field(default=None, metadata=omit_at_default())
 
     @property
     def label(self) -> str:
-        """``axis@severity`` or ``axis@split`` (``@split:severity`` if both differ from default)."""
+        """``axis@severity`` or ``axis@split`` (``@split:severity`` if both differ from default),
+        then ``#value`` for a pinned value."""
+        pin = "" if self.value is None else f"#{self.value}"
         if self.split == "all":
-            return f"{self.axis}@{self.severity:g}"
+            return f"{self.axis}@{self.severity:g}{pin}"
         if self.severity == 1.0:
-            return f"{self.axis}@{self.split}"
-        return f"{self.axis}@{self.split}:{self.severity:g}"
+            return f"{self.axis}@{self.split}{pin}"
+        return f"{self.axis}@{self.split}:{self.severity:g}{pin}"
 
 
 @dataclass(frozen=True, slots=True)

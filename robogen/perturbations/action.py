@@ -129,6 +129,7 @@ class ActionAxis(Axis):
     """Actuation faults: action noise, latency (k-step delay), sticky repeats, bias."""
 
     kind: ClassVar[str] = "actuation"
+    distinct_values: ClassVar[str] = ""  # a per-step process / an instruction, not a scene
     description: ClassVar[str] = (
         "actuation fault per step: action noise, k-step latency, sticky repeats, bias")
 

@@ -51,6 +51,28 @@ AXIS_KINDS = ("visual", "physical", "structural", "sensor", "actuation", "langua
 observation the policy gets (``sensor``), the action the robot executes (``actuation``) or
 the instruction a prompted policy gets (``language``)."""
 BAD_SPLIT = "split must be one of {choices}, got {value!r}"
+NO_DISTINCT_VALUES = (
+    "axis {axis!r} has no distinct values ({why}); pin values only of axes with distinct "
+    "values: {choices}"
+)
+VALUE_OUT_OF_RANGE = (
+    "value {value!r} of axis {axis!r} is outside its {split!r} set of {count} distinct values; "
+    "give an index in [0, {count})"
+)
+_VALUE_STREAM = 0x76616C75  # "valu": the tag that keeps value streams apart from episode ones
+_SPLIT_CODES = {"all": 0, "train": 1, "test": 2}
+
+
+def value_rng(axis: str, split: str, index: int) -> np.random.Generator:
+    """The stream of distinct value ``index`` of ``axis``'s ``split`` set.
+
+    ``SeedSequence([tag, crc32(axis), split code, index])``: a function of the index only
+    (not of the run seed), so value ``index`` is the same scene in every run.
+    """
+    import zlib
+
+    return np.random.default_rng(np.random.SeedSequence(
+        [_VALUE_STREAM, zlib.crc32(axis.encode()), _SPLIT_CODES[split], int(index)]))
 
 
 def check_level(severity: float, split: str) -> None:
@@ -200,12 +222,55 @@ class Axis(ABC):
         required_roles: :class:`~robogen.envs.base.SceneRoles` fields the axis acts on, with
             the words that name them; the scene must set at least one (see
             :meth:`missing_roles`). Empty: the axis acts on every scene.
+        distinct_values: What one distinct value of the axis is (shown by ``robogen scale
+            --vary values``), or ``""`` if the axis has none: its effect is a per-step
+            process or an instruction, not a scene one could collect demonstrations in.
     """
 
     name: ClassVar[str] = ""
     kind: ClassVar[str] = "visual"
     description: ClassVar[str] = ""
     required_roles: ClassVar[Mapping[str, str]] = {}
+    distinct_values: ClassVar[str] = (
+        "one draw of the axis, from the value stream of its index (value_rng)")
+
+    def value_count(self, split: str) -> int | None:
+        """Number of distinct values in ``split``: None if procedurally unbounded, 0 if the
+        axis has none (``distinct_values == ""``)."""
+        return None if self.distinct_values else 0
+
+    def value_id(self, index: int, split: str) -> str:
+        """Stable id of distinct value ``index`` of ``split`` (``lighting-train-000003``)."""
+        return f"{self.name}-{split}-{int(index):06d}"
+
+    def sample_value(self, index: int, severity: float, split: str, scene: MujocoScene
+                     ) -> Perturbation:
+        """Distinct value ``index`` of ``split``: the same perturbation in every episode.
+
+        By default the axis's own :meth:`sample` on the value's stream
+        (:func:`value_rng`), so values ``0..k-1`` are ``k`` independent draws of the split;
+        an axis with a finite or procedural value set overrides it (``embodiment``:
+        procedural bodies).
+
+        Raises:
+            InvalidPerturbationError: If the axis has no distinct values or ``index`` is
+                outside the split's value set.
+        """
+        self.check_value(index, split)
+        return self.sample(value_rng(self.name, split, index), severity, split, scene)
+
+    def check_value(self, index: int, split: str) -> None:
+        """Raise :class:`InvalidPerturbationError` unless ``index`` names a value of ``split``."""
+        count = self.value_count(split)
+        if count == 0:
+            choices = ", ".join(n for n in AXES.names() if AXES.get(n).distinct_values)
+            raise InvalidPerturbationError(NO_DISTINCT_VALUES.format(
+                axis=self.name, why="its effect is not a scene", choices=choices))
+        if (isinstance(index, bool) or not isinstance(index, (int, np.integer)) or index < 0
+                or (count is not None and index >= count)):
+            raise InvalidPerturbationError(VALUE_OUT_OF_RANGE.format(
+                value=index, axis=self.name, split=split, count=count or 0) if count else
+                f"value of axis {self.name!r} must be an index >= 0, got {index!r}")
 
     @abstractmethod
     def sample(

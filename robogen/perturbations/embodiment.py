@@ -22,6 +22,11 @@ x[1/3, 3], gains x[1/1.5, 1.5]):
 
 Splits: the four directions (longer/shorter, heavier/lighter, ...) form sign
 vectors of even (train) or odd (test) parity: disjoint value sets.
+
+Distinct values (``robogen scale --vary values``): procedural bodies
+(:mod:`robogen.perturbations.bodies`), each with a stable id; they also set per-link
+lengths, joint armature and actuator gear. Topology (number of links or joints) never
+changes: that would change the action space.
 """
 
 from __future__ import annotations
@@ -37,6 +42,7 @@ import numpy as np
 from robogen.errors import SceneError
 from robogen.perturbations import helpers as u
 from robogen.perturbations.base import Axis, Perturbation, register_axis
+from robogen.perturbations.bodies import body_count, body_id, body_values
 
 if TYPE_CHECKING:
     from robogen.envs.base import MujocoScene
@@ -93,12 +99,20 @@ class EmbodimentPerturbation(Perturbation):
         mass_scale: Factor on robot link masses and inertias [-].
         damping_scale: Factor on robot joint damping [-].
         gain_scale: Factor on robot actuator gains (and affine bias terms) [-].
+        link_scales: Per-body factors on the local offsets of ``roles.robot_bodies`` (in
+            that order, on top of ``length_scale``); empty: all 1 [-].
+        armature_scale: Factor on robot joint armature (rotor inertia) [-].
+        gear_scale: Factor on robot actuator gear; for affine-bias (servo) actuators the
+            bias terms are divided by it, so a position servo still holds ``ctrl`` in joint
+            coordinates and its stiffness scales by ``gear_scale * gain_scale`` [-].
+        body_id: Stable id of a procedural body (:mod:`robogen.perturbations.bodies`), or
+            ``""`` for a per-episode draw.
     """
 
     axis: ClassVar[str] = "embodiment"
     MODEL_FIELDS: ClassVar[tuple[str, ...]] = (
-        "body_mass", "body_inertia", "dof_damping", "actuator_gainprm", "actuator_biasprm",
-        *u.SET_CONST_FIELDS,
+        "body_mass", "body_inertia", "dof_damping", "dof_armature", "actuator_gainprm",
+        "actuator_biasprm", "actuator_gear", *u.SET_CONST_FIELDS,
     )
     NEEDS_SET_CONST: ClassVar[bool] = True
 
@@ -106,21 +120,26 @@ class EmbodimentPerturbation(Perturbation):
     mass_scale: float
     damping_scale: float
     gain_scale: float
+    link_scales: tuple[float, ...] = ()
+    armature_scale: float = 1.0
+    gear_scale: float = 1.0
+    body_id: str = ""
 
     @property
     def has_spec_edit(self) -> bool:
         """True when link lengths change."""
-        return self.length_scale != 1.0
+        return self.length_scale != 1.0 or any(f != 1.0 for f in self.link_scales)
 
     def edit_spec(self, spec: mujoco.MjSpec, scene: MujocoScene) -> bool:
         """Scale the link lengths of the robot bodies in the nominal spec."""
         if not self.has_spec_edit:
             return False
-        for name in scene.roles.robot_bodies:
+        for i, name in enumerate(scene.roles.robot_bodies):
             body = spec.body(name)
             if body is None:
                 raise SceneError(f"scene role names robot body {name!r}, which the spec lacks")
-            _scale_body(body, self.length_scale)
+            link = self.link_scales[i] if i < len(self.link_scales) else 1.0
+            _scale_body(body, self.length_scale * link)
         return bool(scene.roles.robot_bodies)
 
     def apply_model(self, model: mujoco.MjModel, nominal: mujoco.MjModel, scene: MujocoScene
@@ -133,23 +152,34 @@ class EmbodimentPerturbation(Perturbation):
         joints = u.ids_of(model, mujoco.mjtObj.mjOBJ_JOINT, roles.robot_joints, "robot joint")
         dofs = u.joint_dofs(model, joints)
         model.dof_damping[dofs] = nominal.dof_damping[dofs] * self.damping_scale
+        model.dof_armature[dofs] = nominal.dof_armature[dofs] * self.armature_scale
         acts = u.ids_of(model, mujoco.mjtObj.mjOBJ_ACTUATOR, roles.robot_actuators,
                         "robot actuator")
         affine = int(mujoco.mjtBias.mjBIAS_AFFINE)
         for a in acts:
             model.actuator_gainprm[a, 0] = nominal.actuator_gainprm[a, 0] * self.gain_scale
+            model.actuator_gear[a, 0] = nominal.actuator_gear[a, 0] * self.gear_scale
             if int(model.actuator_biastype[a]) == affine:
                 model.actuator_biasprm[a, :3] = nominal.actuator_biasprm[a, :3] * self.gain_scale
+                model.actuator_biasprm[a, 1:3] /= self.gear_scale
         return bool(
             (bodies and self.mass_scale != 1.0 and np.any(nominal.body_mass[bodies] > 0))
             or (dofs and self.damping_scale != 1.0 and np.any(nominal.dof_damping[dofs] != 0))
-            or (acts and self.gain_scale != 1.0)
+            or (dofs and self.armature_scale != 1.0 and np.any(nominal.dof_armature[dofs] != 0))
+            or (acts and (self.gain_scale != 1.0 or self.gear_scale != 1.0))
         )
+
+    def apply_state_and_record(self, model: Any, data: Any, scene: MujocoScene
+                               ) -> tuple[bool, dict[str, Any]]:
+        """:meth:`apply_state` (``model``: ``mujoco.MjModel``, ``data``: ``mujoco.MjData``);
+        a procedural body records ``{"body_id": ...}`` as applied."""
+        changed = self.apply_state(model, data, scene)
+        return changed, ({"body_id": self.body_id} if self.body_id else {})
 
     def apply_state(self, model: mujoco.MjModel, data: mujoco.MjData, scene: MujocoScene) -> bool:
         """Floating base: shift the root height so the lowest geom keeps its nominal height."""
         roles = scene.roles
-        if self.length_scale == 1.0 or not roles.robot_bodies:
+        if self.length_scale == 1.0 or not roles.robot_bodies:  # link_scales: fixed-base arms
             return False
         (root,) = u.ids_of(model, mujoco.mjtObj.mjOBJ_BODY, roles.robot_bodies[:1], "robot body")
         adr = _floating_root_dof(model, root)
@@ -195,3 +225,37 @@ class EmbodimentAxis(Axis):
                                                                         strict=True)]
         return EmbodimentPerturbation(length_scale=f[0], mass_scale=f[1], damping_scale=f[2],
                                       gain_scale=f[3])
+
+    distinct_values: ClassVar[str] = (
+        "a procedural body (per-link lengths, masses, damping, armature, gear, gains) with a "
+        "stable id, robogen.perturbations.bodies")
+
+    def value_count(self, split: str) -> int | None:
+        """Procedural bodies in ``split`` (:data:`~robogen.perturbations.bodies.BODY_COUNTS`)."""
+        return body_count(split)
+
+    def value_id(self, index: int, split: str) -> str:
+        """``body-<split>-<index>`` (:func:`~robogen.perturbations.bodies.body_id`)."""
+        return body_id(index, split)
+
+    def sample_value(self, index: int, severity: float, split: str, scene: MujocoScene
+                     ) -> EmbodimentPerturbation:
+        """Procedural body ``index`` of ``split`` (:func:`procedural_body`)."""
+        self.check_value(index, split)
+        return procedural_body(index, split, severity, len(scene.roles.robot_bodies))
+
+
+def procedural_body(index: int, split: str, severity: float = 1.0, n_links: int = 0
+                    ) -> EmbodimentPerturbation:
+    """Procedural body ``index`` of ``split`` (:mod:`robogen.perturbations.bodies`).
+
+    Args:
+        index: Body index in ``[0, body_count(split))``.
+        split: ``train``, ``test`` or ``all``.
+        severity: Shift size in (0, 1].
+        n_links: One per-body length factor for each of this many robot bodies.
+
+    Raises:
+        InvalidPerturbationError: On an index outside the split or a bad severity.
+    """
+    return EmbodimentPerturbation(**body_values(index, split, severity, n_links))

@@ -95,6 +95,7 @@ class LanguageAxis(Axis):
     """Paraphrased instructions and distractor clauses for policies that take a prompt."""
 
     kind: ClassVar[str] = "language"
+    distinct_values: ClassVar[str] = ""  # a per-step process / an instruction, not a scene
     description: ClassVar[str] = (
         "prompt rewritten per episode: paraphrase templates, synonyms, distractor clauses")
 

@@ -199,6 +199,7 @@ class SensorAxis(Axis):
     """Observation corruptions: pixel/state noise, JPEG/quantization, blur/lag, dropped frames."""
 
     kind: ClassVar[str] = "sensor"
+    distinct_values: ClassVar[str] = ""  # a per-step process / an instruction, not a scene
     description: ClassVar[str] = (
         "observation corruption per step: noise, JPEG/quantization, blur/lag, frame drops")
 

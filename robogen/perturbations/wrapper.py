@@ -30,7 +30,9 @@ episode's step filters, when an axis made some):
    effect can differ from what was sampled, ``applied``: what the scene got
    (``object_pose``: each offset after clipping, a ``clipped`` flag and the
    realized initial coordinate; ``distractors``: only the distractors placed,
-   and how many were asked).
+   and how many were asked). A level pinned to a distinct value (``AxisLevel.value``) draws
+   it with ``Axis.sample_value`` instead of the episode's stream, and its record adds
+   ``value: {"index", "id"}``.
 
 Edits are always *nominal ∘ value*, so resets never compound (the
 composable-variation design of dm_control's ``composer.variation``).
@@ -125,6 +127,13 @@ assert _BAD_IDS == list(range(_BAD_IDS[0], _BAD_IDS[0] + len(_BAD_IDS)))  # one 
 _BAD_SLICE = slice(_BAD_IDS[0], _BAD_IDS[0] + len(_BAD_IDS))
 
 
+def _value_record(axis: Axis, level: AxisLevel) -> dict[str, Any]:
+    """``{"value": {"index", "id"}}`` for a level pinned to a distinct value, else ``{}``."""
+    if level.value is None:
+        return {}
+    return {"value": {"index": int(level.value), "id": axis.value_id(level.value, level.split)}}
+
+
 def _bad_counts(data: mujoco.MjData) -> list[int]:
     """The counters of :data:`BAD_STATE_WARNINGS` in ``data``."""
     return data.warning.number[_BAD_SLICE].tolist()
@@ -135,7 +144,9 @@ def _as_levels(levels: Iterable[AxisLevel | dict[str, Any]]) -> tuple[AxisLevel,
     seen: set[str] = set()
     for lv in out:
         check_level(lv.severity, lv.split)
-        make_axis(lv.axis)  # raises UnknownNameError with close matches
+        axis = make_axis(lv.axis)  # raises UnknownNameError with close matches
+        if lv.value is not None:
+            axis.check_value(lv.value, lv.split)
         if lv.axis in seen:
             raise InvalidPerturbationError(DUPLICATE_AXIS.format(
                 axis=lv.axis, levels=[x.label for x in out]))
@@ -170,6 +181,7 @@ class PerturbedEnv(gym.Wrapper[Any, Any, Any, Any], gym.utils.RecordConstructorA
         parsed = _as_levels(levels)
         gym.utils.RecordConstructorArgs.__init__(
             self, levels=[{"axis": lv.axis, "severity": lv.severity, "split": lv.split}
+                          | ({} if lv.value is None else {"value": lv.value})
                           for lv in parsed])
         gym.Wrapper.__init__(self, env)
         self._scene: MujocoScene = find_scene(env)
@@ -290,8 +302,11 @@ class PerturbedEnv(gym.Wrapper[Any, Any, Any, Any], gym.utils.RecordConstructorA
         perts = []
         for lv in active:
             check_level(lv.severity, lv.split)
-            perts.append(self._axis(lv.axis).sample(axis_rng(pseed, lv.axis), lv.severity,
-                                                    lv.split, self._scene))
+            axis = self._axis(lv.axis)
+            perts.append(axis.sample(axis_rng(int(pseed), lv.axis), lv.severity, lv.split,
+                                     self._scene)
+                         if lv.value is None else
+                         axis.sample_value(lv.value, lv.severity, lv.split, self._scene))
         changed = [False] * len(perts)
         if self._spread is None and any(p.axis == "sensor" for p in perts):
             self.state_spread()  # measured on the nominal scene, before any edit is installed
@@ -348,8 +363,9 @@ class PerturbedEnv(gym.Wrapper[Any, Any, Any, Any], gym.utils.RecordConstructorA
             obs = f.observation(obs)
         self.last_observation = obs
         # (8) records
-        records = [{**p.to_record(), "changed": c, **({"applied": a} if a else {})}
-                   for p, c, a in zip(perts, changed, applied, strict=True)]
+        records = [{**p.to_record(), "changed": c, **({"applied": a} if a else {}),
+                    **_value_record(self._axis(lv.axis), lv)}
+                   for p, c, a, lv in zip(perts, changed, applied, active, strict=True)]
         info = dict(info)
         robogen_info = dict(info.get("robogen") or {})
         robogen_info["perturbations"] = records

@@ -13,6 +13,9 @@ Modules:
     :mod:`~robogen.scaling.adaptive`: the closed loop of ``robogen plan --rounds``
     (plan a share of the budget, collect, measure, refit, replan; resumable).
     :mod:`~robogen.scaling.report`: ``scaling.html``.
+    :mod:`~robogen.scaling.diversity`: diversity curves (``robogen scale --vary values``:
+    distinct values x demonstrations per value); :mod:`~robogen.scaling.value_planner`:
+    splitting a budget into (values, demonstrations per value) per factor.
 
 JAX and matplotlib are imported only when a name that needs them is first used.
 """
@@ -41,6 +44,11 @@ _LAZY = {
     "ModelJob": "pipeline", "collect_demos": "pipeline", "eval_manifest": "pipeline",
     "run_eval": "pipeline", "train_models": "pipeline",
     "render_scaling_html": "report", "write_scaling_html": "report",
+    "DiversityConfig": "diversity", "DiversityOutcome": "diversity", "run_diversity": "diversity",
+    "value_factor": "demos",
+    "DiversityModel": "value_planner", "ValuePlan": "value_planner",
+    "compare_values_with_equal": "value_planner", "diversity_models": "value_planner",
+    "plan_values": "value_planner",
 }
 
 __all__ = sorted(_LAZY)

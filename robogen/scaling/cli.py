@@ -73,8 +73,21 @@ def scale_command(
     ] = "0,10,20,40",
     pairs: Annotated[str, typer.Option(help="none | all | a+b,c+d: factor pairs measured too.")
                      ] = "none",
-    base: Annotated[int, typer.Option(help="Nominal base demonstrations.")] = 20,
-    eval_episodes: Annotated[int, typer.Option(help="Evaluation episodes per model.")] = 50,
+    base: Annotated[int | None, typer.Option(
+        help="Nominal base demonstrations (default 20; with --vary values 0).")] = None,
+    eval_episodes: Annotated[int | None, typer.Option(
+        help="Evaluation episodes per model (default 50); with --vary values per held-out "
+             "value (default 5).")] = None,
+    vary: Annotated[str, typer.Option(
+        help="demos: curves of demonstrations added per factor (quantity) | values: diversity "
+             "curves, k distinct factor values x m demonstrations per value.")] = "demos",
+    values: Annotated[str, typer.Option(
+        help="With --vary values: distinct train values k per model, >= 3 distinct.")
+    ] = "1,2,4,8",
+    per_value: Annotated[str, typer.Option(
+        help="With --vary values: demonstrations per value m, >= 3 distinct.")] = "1,2,4",
+    eval_values: Annotated[int, typer.Option(
+        help="With --vary values: held-out test values each model is evaluated on.")] = 10,
     seeds: Annotated[int, typer.Option(help="Training seeds per point.")] = 2,
     obs_mode: Annotated[str, typer.Option(help="state | pixels | state+pixels (BC input).")
                         ] = "state",
@@ -113,6 +126,24 @@ def scale_command(
             overrides["hidden"] = tuple(int(h) for h in _csv(hidden))
         except ValueError:
             _error(f"--hidden must be comma-separated integers such as 256,256, got {hidden!r}")
+
+    if vary not in ("demos", "values"):
+        _error(f"--vary must be 'demos' or 'values', got {vary!r}")
+    if vary == "values":
+        from robogen.scaling.diversity_cli import scale_values
+
+        scale_values(task=task, factors=_csv(factors), out=out, points=points, pairs=pairs,
+                     base=base, eval_episodes=eval_episodes, values=values,
+                     per_value=per_value, eval_values=eval_values, seeds=seeds,
+                     obs_mode=obs_mode, overrides=overrides, n_boot=n_boot, severity=severity,
+                     image_size=image_size, backend=backend, workers=workers, address=address,
+                     seed=seed)
+        return
+    if (values, per_value, eval_values) != ("1,2,4,8", "1,2,4", 10):
+        _error("--values, --per-value and --eval-values apply only to diversity curves; add "
+               "--vary values")
+    base = 20 if base is None else base
+    eval_episodes = 50 if eval_episodes is None else eval_episodes
 
     def build() -> Any:
         factor_list = tuple(_csv(factors))
@@ -193,6 +224,9 @@ def plan_command(
              "default SCALE_DIR/adaptive).")] = None,
     backend: Annotated[str, typer.Option(help="With --rounds: evaluation backend, serial | ray.")
                        ] = "serial",
+    value_cost: Annotated[str | None, typer.Option(
+        help="Diversity curves (robogen scale --vary values): cost of one new value in "
+             "demonstrations, e.g. 5 or texture=5,embodiment=20 (default 0).")] = None,
 ) -> None:
     """Split a demonstration budget across factors from their fitted scaling curves.
 
@@ -208,6 +242,9 @@ def plan_command(
 
     if rounds is None and backend != "serial":
         _error(f"--backend {backend!r} applies only to the closed loop; add --rounds R")
+    if rounds is not None and value_cost is not None:
+        _error("--rounds (the closed loop) plans quantity curves; --value-cost plans the "
+               "diversity curves of robogen scale --vary values in one shot: drop one of them")
     if rounds is not None:
         _plan_rounds(curves, budget, rounds, cost=cost, method=method, lcb=lcb, k=k, step=step,
                      task=task, out=out, report=report, backend=backend)
@@ -215,6 +252,12 @@ def plan_command(
     if curves.is_dir():  # a scale run directory
         curves = curves / "curves.json"
     cf = _guarded(load_curves, curves, task=task)
+    if (cf.meta or {}).get("kind") == "diversity" or value_cost is not None:
+        from robogen.scaling.diversity_cli import plan_values_command
+
+        plan_values_command(cf, curves, budget, value_cost=value_cost, method=method, out=out,
+                            report=report, cost=cost, lcb=lcb)
+        return
     if report is not None and Path(report).is_dir():
         _error(f"--report {str(report)!r} is a directory; give an .html file path")
     costs = _guarded(_costs, cost)

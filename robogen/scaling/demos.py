@@ -58,7 +58,8 @@ DEMO_SCHEMA_VERSION = 1
 DEMO_EPISODE_OFFSET = 1_000_000
 BASE_FACTOR = "none"
 COLLECTION = "collection.json"
-_CHUNK = re.compile(r"^chunk-(?P<factor>[a-z_+]+)-(?P<start>\d{7})\.arrow$")
+_CHUNK = re.compile(r"^chunk-(?P<factor>[a-z_+]+(?:\.v\d+)?)-(?P<start>\d{7})\.arrow$")
+_VALUE_FACTOR = re.compile(r"^(?P<axis>[a-z_]+)\.v(?P<index>\d+)$")
 
 
 def _expert_tasks() -> dict[str, str]:
@@ -120,16 +121,32 @@ def demo_episode_index(factor: str, j: int) -> int:
     return DEMO_EPISODE_OFFSET + (zlib.crc32(factor.encode()) % 10_000) * 100_000 + j
 
 
+def value_factor(axis: str, index: int) -> str:
+    """The factor name of distinct value ``index`` of ``axis``: ``texture.v3``.
+
+    Its demonstrations all show that one value (:meth:`~robogen.perturbations.base.Axis.
+    sample_value`), the diversity curves' unit (:mod:`robogen.scaling.diversity`).
+    """
+    return f"{axis}.v{int(index)}"
+
+
 def factor_condition(factor: str, severity: float = 1.0, split: str = "train") -> Condition:
-    """The condition of a factor name: ``none`` (nominal), ``axis`` or ``axis+axis``.
+    """The condition of a factor name: ``none`` (nominal), ``axis``, ``axis+axis`` or
+    ``axis.v<i>`` (distinct value ``i`` of the split, :func:`value_factor`).
 
     Raises:
         UnknownNameError: On an unknown axis.
+        InvalidPerturbationError: On a value the axis's split does not have.
     """
     from robogen.perturbations import AXES
 
     if factor == BASE_FACTOR:
         return Condition(NOMINAL, ())
+    pinned = _VALUE_FACTOR.match(factor)
+    if pinned:
+        axis, index = pinned["axis"], int(pinned["index"])
+        AXES.get(axis)().check_value(index, split)
+        return Condition(factor, (AxisLevel(axis, severity, split_of(split), index),))
     axes = factor.split("+")
     for a in axes:
         AXES.get(a)

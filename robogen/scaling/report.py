@@ -29,6 +29,7 @@ from robogen.stats.intervals import wilson_interval
 if TYPE_CHECKING:
     from robogen.scaling.curves import CurvesFile, FactorCurve
     from robogen.scaling.planner import Allocation
+    from robogen.scaling.value_planner import ValuePlan
 
 
 def render_scaling_html(
@@ -36,22 +37,29 @@ def render_scaling_html(
     *,
     plot_png: bytes | None = None,
     plans: Sequence[Allocation] = (),
+    value_plans: Sequence[ValuePlan] = (),
 ) -> str:
     """The scaling report as one self-contained HTML page.
 
     Args:
         curves: A loaded ``curves.json``.
-        plot_png: The figure (default: drawn with :func:`curves_plot_png`).
+        plot_png: The figure (default: drawn with :func:`curves_plot_png`, or for a
+            diversity run :func:`~robogen.scaling.diversity_report.diversity_plot_png`).
         plans: Budget allocations to show (first is the recommended one).
+        value_plans: (values, demos per value) plans of a diversity run
+            (:mod:`robogen.scaling.value_planner`).
 
     Returns:
         HTML text referencing no external resource.
     """
+    from robogen.scaling import diversity_report
     from robogen.scaling.curves_plot import curves_plot_png
 
     e = html.escape
     pct = f"{curves.confidence * 100:g}%"
-    png = plot_png if plot_png is not None else curves_plot_png(curves)
+    diverse = curves.meta.get("kind") == "diversity"
+    png = plot_png if plot_png is not None else (
+        diversity_report.diversity_plot_png(curves) if diverse else curves_plot_png(curves))
     b64 = base64.b64encode(png).decode("ascii")
     parts = [
         "<!DOCTYPE html>",
@@ -65,8 +73,13 @@ def render_scaling_html(
         "2025, arXiv:2505.07728).</p>",
         f'<img alt="scaling curves" src="data:image/png;base64,{b64}">',
     ]
+    if diverse:  # a diversity run: its own title and settings line, no FSC note
+        parts[3:6] = [f"<h1>Diversity and quantity scaling curves: {e(curves.task)}</h1>",
+                      f'<p class="meta">{e(diversity_report.settings_line(curves))}</p>']
     for w in curves.meta.get("warnings", []) or []:
         parts.append(f'<p class="note"><b>note:</b> {e(str(w))}</p>')
+    if diverse:
+        parts.append(diversity_report.diversity_html(curves, value_plans))
     if plans:
         parts.append("<h2>Data-collection plan</h2>")
         for plan in plans:
@@ -96,11 +109,12 @@ def write_scaling_html(
     *,
     plot_png: bytes | None = None,
     plans: Sequence[Allocation] = (),
+    value_plans: Sequence[ValuePlan] = (),
 ) -> Path:
     """Write :func:`render_scaling_html` atomically to ``path``; returns the path."""
     out = Path(path)
     out.parent.mkdir(parents=True, exist_ok=True)
-    text = render_scaling_html(curves, plot_png=plot_png, plans=plans)
+    text = render_scaling_html(curves, plot_png=plot_png, plans=plans, value_plans=value_plans)
     return write_atomic(out, text.encode("utf-8"))
 
 
