@@ -17,6 +17,8 @@ tier  layer              modules
 4     configs            ``configs.py`` (validates env ids, axes and policy schemes against
                          the registries below it)
 5     rollout            ``rollout/``
+5b    batched            ``batched/`` (N worlds of one scene on MuJoCo Warp; may use rollout's
+                         plan and store, never reports)
 6     reports            ``reports/``, with ``reports/evaluation.py``: the jobs that end
                          in a report (``evaluate``, ``resume``, ``rebuild_report``) on
                          top of ``rollout/runner.py``, which runs and stores episodes
@@ -29,7 +31,8 @@ tier  layer              modules
 
 Imports under ``if TYPE_CHECKING:`` count for the layer order (an annotation that names
 an upper layer is a dependency too) but not for cycles. Only ``rollout/ray_backend.py``
-imports ``ray``. Cross-package imports of private (``_name``) attributes are not allowed.
+imports ``ray``; only ``batched/`` imports ``warp`` and ``mujoco_warp``. Cross-package
+imports of private (``_name``) attributes are not allowed.
 """
 
 from __future__ import annotations
@@ -53,6 +56,7 @@ LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
     ("policies", frozenset({"policies"})),
     ("configs", frozenset({"configs"})),
     ("rollout", frozenset({"rollout"})),
+    ("batched", frozenset({"batched"})),
     ("reports", frozenset({"reports"})),
     ("applications", frozenset({"check", "scaling", "serve", "preview"})),
     ("testing", frozenset({"testing"})),
@@ -178,6 +182,13 @@ def test_only_the_ray_backend_imports_ray() -> None:
            if i.target.split(".")[0] == "ray" and i.importer not in RAY_MODULES
            and (i.importer, "ray") not in KNOWN_EXCEPTIONS]
     assert not bad, "ray outside rollout/ray_backend.py:\n" + "\n".join(bad)
+
+
+def test_only_the_batched_package_imports_warp() -> None:
+    bad = [_where(i) for i in IMPORTS
+           if i.target.split(".")[0] in ("warp", "mujoco_warp")
+           and not i.importer.startswith("robogen.batched")]
+    assert not bad, "warp outside robogen/batched/:\n" + "\n".join(bad)
 
 
 def test_no_private_names_across_packages() -> None:
