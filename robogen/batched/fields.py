@@ -1,5 +1,5 @@
 # pyright: reportAttributeAccessIssue=false
-# (mujoco's compiled bindings and warp.config ship no stubs for these attributes)
+# (mujoco's compiled bindings ship no stubs for these attributes)
 """Per-world model fields of the batchable axes, written exactly as the CPU axis writes them.
 
 World ``i`` runs one episode of one condition. Its perturbations are drawn from the same

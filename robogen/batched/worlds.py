@@ -1,5 +1,5 @@
 # pyright: reportAttributeAccessIssue=false
-# (mujoco's compiled bindings and warp.config ship no stubs for these attributes)
+# (mujoco's compiled bindings ship no stubs for these attributes)
 """N worlds of one compiled ``MjModel`` on a warp device, stepped together by MJWarp.
 
 MJWarp (``mujoco_warp``) keeps one ``Model`` whose array fields have a leading world
@@ -44,7 +44,9 @@ _STATE_FIELDS = ("qpos", "qvel", "act", "mocap_pos", "mocap_quat", "ctrl")
 
 
 def load_mjwarp() -> tuple[ModuleType, ModuleType]:
-    """Import ``warp`` and ``mujoco_warp`` (quiet; kernel cache from ``$WARP_CACHE_PATH``).
+    """Import ``warp`` (logging warnings only) and ``mujoco_warp``.
+
+    warp caches compiled kernels in ``$WARP_CACHE_PATH`` if set, else ``~/.cache/warp``.
 
     Returns:
         ``(warp, mujoco_warp)``.
@@ -56,7 +58,8 @@ def load_mjwarp() -> tuple[ModuleType, ModuleType]:
     try:
         import warp
 
-        warp.config.quiet = True  # before mujoco_warp initialises warp: no per-module logs
+        # warnings only (no start-up banner, no "Module ... took N ms" line per kernel module)
+        warp.config.log_level = warp.LOG_WARNING
         import mujoco_warp
     except ImportError as e:
         raise DependencyMissingError(MJWARP_WHAT, "mujoco_warp", MJWARP_EXTRA) from e
@@ -152,7 +155,10 @@ class BatchedWorlds:
         owner, name = (self.m.opt, path[4:]) if path.startswith("opt.") else (self.m, path)
         host = np.asarray(getattr(self.model.opt, name) if owner is self.m.opt
                           else getattr(self.model, name))
-        rows = getattr(owner, name).numpy().reshape(-1, *host.shape).astype(np.float64)
+        arr = getattr(owner, name)
+        if host.size == 0:
+            return np.zeros((self.worlds, *host.shape))
+        rows = arr.numpy().reshape(arr.shape[0], *host.shape).astype(np.float64)
         return rows[np.arange(self.worlds) % rows.shape[0]]
 
     # ------------------------------------------------------------------ state
