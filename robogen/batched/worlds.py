@@ -40,6 +40,16 @@ NOT_BATCHABLE_FIELD = (
     "this edit cannot vary across worlds: run it with --backend ray"
 )
 
+NCONMAX = 64
+"""Default contacts allocated per world. MJWarp's own default (48 for robogen's tabletop
+tasks) is sized from the state it is given; the tabletop tasks reach 17 contacts under
+random actions (C MuJoCo, 4 x 300 env steps)."""
+
+NJMAX = 256
+"""Default constraint rows per world. MJWarp's own default (64) overflows on the tabletop
+tasks, which reach 65 rows (elliptic cones: 3 per contact, plus joint limits) under random
+actions; an overflowing world silently drops constraints (MJWarp prints a warning)."""
+
 _STATE_FIELDS = ("qpos", "qvel", "act", "mocap_pos", "mocap_quat", "ctrl")
 
 
@@ -86,6 +96,8 @@ class BatchedWorlds:
         device: warp device (``"cpu"``, ``"cuda:0"``).
         data: Host state every world starts from (None: ``MjData(model)`` after
             ``mj_forward``).
+        nconmax: Contacts allocated per world (:data:`NCONMAX`).
+        njmax: Constraint rows allocated per world (:data:`NJMAX`).
 
     Raises:
         InvalidSpecError: On ``worlds`` < 1.
@@ -94,7 +106,8 @@ class BatchedWorlds:
     """
 
     def __init__(self, model: mujoco.MjModel, worlds: int, *, device: str = "cpu",
-                 data: mujoco.MjData | None = None) -> None:
+                 data: mujoco.MjData | None = None, nconmax: int = NCONMAX,
+                 njmax: int = NJMAX) -> None:
         if isinstance(worlds, bool) or not isinstance(worlds, (int, np.integer)) or worlds < 1:
             raise InvalidSpecError(BAD_WORLDS.format(value=worlds))
         self._wp, self._mjw = load_mjwarp()
@@ -108,7 +121,8 @@ class BatchedWorlds:
         self._opt_batched = _model_array_fields(self._mjw, self._mjw.Option)
         with self._wp.ScopedDevice(device):
             self.m: Any = self._mjw.put_model(model)
-            self.d: Any = self._mjw.put_data(model, data, nworld=self.worlds)
+            self.d: Any = self._mjw.put_data(model, data, nworld=self.worlds,
+                                             nconmax=nconmax, njmax=njmax)
 
     # ------------------------------------------------------------------ model fields
 

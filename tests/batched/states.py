@@ -13,6 +13,14 @@ NO_MJWARP = ('the batched extra is not installed: pip install "robogen[batched]"
              "(in a checkout: make setup-batched)")
 
 
+STEPS = 25
+"""Physics steps compared with C MuJoCo (tests/batched/test_parity.py, test_fields.py)."""
+QPOS_ATOL = 2e-5
+"""Largest |qpos difference| allowed over the first STEPS steps [m or rad]."""
+QVEL_ATOL = 1e-3
+"""Largest |qvel difference| allowed over the first STEPS steps [m/s or rad/s]."""
+
+
 def initial_datas(model: mujoco.MjModel, env: object, scene: object, worlds: int,
                   settle_steps: int = 0) -> list[mujoco.MjData]:
     """One host ``MjData`` per world: the env's reset state for seeds 0..worlds-1.

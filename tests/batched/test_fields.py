@@ -20,7 +20,15 @@ from robogen.perturbations.embodiment import EmbodimentPerturbation
 from robogen.perturbations.physics import PhysicsPerturbation
 from robogen.perturbations.wrapper import PerturbedEnv
 from robogen.types import AxisLevel
-from tests.batched.states import HAVE_MJWARP, NO_MJWARP, ctrl_sequence, initial_datas
+from tests.batched.states import (
+    HAVE_MJWARP,
+    NO_MJWARP,
+    QPOS_ATOL,
+    QVEL_ATOL,
+    STEPS,
+    ctrl_sequence,
+    initial_datas,
+)
 
 pytestmark = pytest.mark.skipif(not HAVE_MJWARP, reason=NO_MJWARP)
 
@@ -32,7 +40,6 @@ WORLDS = (
     ((AxisLevel("physics", 0.5),), 12),
     ((AxisLevel("physics", 1.0, "test"),), 13),
 )
-QPOS_ATOL, QVEL_ATOL, STEPS = 1e-5, 5e-4, 25  # as tests/batched/test_parity.py
 
 
 def _cpu_episode(env_id: str, levels: tuple[AxisLevel, ...], pseed: int
