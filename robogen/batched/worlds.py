@@ -18,6 +18,7 @@ to minutes on a CPU; cached in ``~/.cache/warp`` or ``$WARP_CACHE_PATH``), so th
 from __future__ import annotations
 
 import dataclasses
+import importlib
 from collections.abc import Mapping, Sequence
 from types import ModuleType
 from typing import Any
@@ -65,12 +66,12 @@ def load_mjwarp() -> tuple[ModuleType, ModuleType]:
         DependencyMissingError: If the ``batched`` extra is not installed; the message
             names ``pip install "robogen[batched]"`` and ``make setup-batched``.
     """
+    # imported by name: the type checker runs where the extra is not installed (CI)
     try:
-        import warp
-
+        warp = importlib.import_module("warp")
         # warnings only (no start-up banner, no "Module ... took N ms" line per kernel module)
         warp.config.log_level = warp.LOG_WARNING
-        import mujoco_warp
+        mujoco_warp = importlib.import_module("mujoco_warp")
     except ImportError as e:
         raise DependencyMissingError(MJWARP_WHAT, "mujoco_warp", MJWARP_EXTRA) from e
     return warp, mujoco_warp
@@ -193,6 +194,7 @@ class BatchedWorlds:
                 raise InvalidSpecError(f"unknown state field {name!r}; expected one of "
                                        f"{list(_STATE_FIELDS)}")
             self._write(name, values)
+        self.d.overflow.zero_()
         with self._wp.ScopedDevice(self.device):
             self._mjw.forward(self.m, self.d)
 
@@ -209,6 +211,17 @@ class BatchedWorlds:
         with self._wp.ScopedDevice(self.device):
             for _ in range(nstep):
                 self._mjw.step(self.m, self.d)
+
+    def overflows(self) -> NDArray[np.int64]:
+        """Each world's buffer overflows since the last :meth:`set_state`: ``(worlds,)`` int.
+
+        A bitmask of ``mujoco_warp.OverflowType`` (``NEFC``: more constraint rows than
+        ``njmax``; ``NARROWPHASE``: more contacts than allocated; ...), without the
+        solver-iteration bits (C MuJoCo stops at its iteration limit silently too). A world
+        with a nonzero entry dropped contacts or constraints: its trajectory is wrong.
+        """
+        ignore = int(self._mjw.OverflowType.ITERATIONS | self._mjw.OverflowType.LS_ITERATIONS)
+        return self.d.overflow.numpy().astype(np.int64) & ~ignore
 
     def synchronize(self) -> None:
         """Wait for the device to finish the queued steps (for timing)."""

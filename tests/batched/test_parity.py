@@ -72,3 +72,25 @@ def test_nominal_trajectories_match_c_mujoco(env_id: str) -> None:
     moved = np.abs(worlds.qpos - start).max(axis=1)
     assert (moved > 100 * QPOS_ATOL).all(), moved
     assert np.abs(worlds.qpos[0] - worlds.qpos[1]).max() > 100 * QPOS_ATOL
+
+
+def test_overflowing_buffers_are_reported_per_world() -> None:
+    from robogen.batched import BatchedWorlds
+
+    env = make("robogen/Push-v0")
+    scene = find_scene(env)
+    model = scene.model
+    datas = initial_datas(model, env, scene, WORLDS, settle_steps=SETTLE)  # 4 contacts each
+    ctrls = ctrl_sequence(model, STEPS, WORLDS)
+    small = BatchedWorlds(model, WORLDS, njmax=8)  # fits the contact-free MjData(model)
+    default = BatchedWorlds(model, WORLDS, data=datas[0])
+    for worlds in (small, default):
+        worlds.set_states_from(datas)
+        for k in range(STEPS):
+            worlds.step(ctrls[k])
+    import mujoco_warp
+
+    assert (small.overflows() & int(mujoco_warp.OverflowType.NEFC)).all()
+    assert not default.overflows().any()
+    small.set_states_from(datas)  # a new state clears the record
+    assert not small.overflows().any()
