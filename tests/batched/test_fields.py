@@ -15,7 +15,6 @@ import numpy as np
 import pytest
 
 from robogen.envs import find_scene, make
-from robogen.errors import InvalidSpecError
 from robogen.perturbations.embodiment import EmbodimentPerturbation
 from robogen.perturbations.physics import PhysicsPerturbation
 from robogen.perturbations.wrapper import PerturbedEnv
@@ -146,17 +145,3 @@ def test_embodiment_model_fields_are_per_world() -> None:
     robot_dofs = np.flatnonzero(nominal.dof_damping)
     assert np.array_equal(worlds.field("dof_damping")[1, robot_dofs],
                           (nominal.dof_damping[robot_dofs] * 2.0).astype(np.float32))
-
-
-@pytest.mark.parametrize(("levels", "match"), [
-    ((AxisLevel("lighting", 1.0),), "axis 'lighting' cannot run on the batched backend"),
-    ((AxisLevel("embodiment", 1.0),), "edits the model structure"),
-], ids=["lighting", "embodiment-lengths"])
-def test_unbatchable_draws_are_refused_naming_the_ray_backend(
-        levels: tuple[AxisLevel, ...], match: str) -> None:
-    from robogen.batched import sample_perturbations
-
-    scene = find_scene(make(PUSH))
-    with pytest.raises(InvalidSpecError, match=match) as e:
-        sample_perturbations(scene, levels, 3)
-    assert "--backend ray" in str(e.value)
