@@ -77,7 +77,7 @@ def load_mjwarp() -> tuple[ModuleType, ModuleType]:
     return warp, mujoco_warp
 
 
-def _model_array_fields(mjw: ModuleType, cls: type) -> dict[str, bool]:
+def _array_fields(cls: type) -> dict[str, bool]:
     """Array fields of an MJWarp dataclass -> whether their leading axis is per world."""
     out: dict[str, bool] = {}
     for f in dataclasses.fields(cls):
@@ -118,8 +118,8 @@ class BatchedWorlds:
         if data is None:
             data = mujoco.MjData(model)
             mujoco.mj_forward(model, data)
-        self._model_batched = _model_array_fields(self._mjw, self._mjw.Model)
-        self._opt_batched = _model_array_fields(self._mjw, self._mjw.Option)
+        self._model_batched = _array_fields(self._mjw.Model)
+        self._opt_batched = _array_fields(self._mjw.Option)
         with self._wp.ScopedDevice(device):
             self.m: Any = self._mjw.put_model(model)
             self.d: Any = self._mjw.put_data(model, data, nworld=self.worlds,
@@ -144,7 +144,8 @@ class BatchedWorlds:
 
         Args:
             fields: ``MjModel`` path -> ``(worlds, *host_shape)`` values (host shape as
-                ``getattr(model, path)``; cast to the device dtype, float32).
+                ``getattr(model, path)``; cast to the device field's dtype: float32 for
+                real-valued fields).
 
         Raises:
             InvalidSpecError: On a field MJWarp does not batch or a wrong shape.
@@ -161,7 +162,7 @@ class BatchedWorlds:
             if arr.shape != expected:
                 raise InvalidSpecError(BAD_SHAPE.format(what=path, expected=expected,
                                                         got=arr.shape))
-            new = self._wp.array(arr.astype(np.float32), dtype=old.dtype, device=old.device,
+            new = self._wp.array(arr, dtype=old.dtype, device=old.device,
                                  shape=(self.worlds, *old.shape[1:]))
             setattr(owner, name, new)
 
@@ -243,5 +244,4 @@ class BatchedWorlds:
         v = np.asarray(values)
         if v.shape != expected:
             raise InvalidSpecError(BAD_SHAPE.format(what=name, expected=expected, got=v.shape))
-        arr.assign(self._wp.array(v.astype(np.float32), dtype=arr.dtype, device=arr.device,
-                                  shape=arr.shape))
+        arr.assign(self._wp.array(v, dtype=arr.dtype, device=arr.device, shape=arr.shape))
