@@ -2,7 +2,8 @@
 #   make demo   set up .venv and compare the shipped pixel policies (plain vs augmented) on Push
 #   make test   set up .venv and run the test suite
 # More: make docs (regenerate docs/reference/ and build the site into site/, strict),
-# make lint, make check-slow, make bench; suites: make setup-fetch, setup-metaworld,
+# make lint, make check-slow, make bench; the batched backend: make setup-batched;
+# suites: make setup-fetch, setup-metaworld,
 # setup-suites (the MuJoCo 3.x track in .venv-suites), test-suites.
 SHELL := /bin/bash
 PYTHON ?= python3
@@ -13,7 +14,7 @@ export MUJOCO_GL ?= egl
 DEMO_EPISODES ?= 72
 DEMO_OUT ?= runs/demo
 
-.PHONY: setup setup-fetch setup-metaworld setup-suites test-suites check-slow-suites demo test \
+.PHONY: setup setup-fetch setup-metaworld setup-batched setup-suites test-suites check-slow-suites demo test \
 	check-slow bench preview lint docs clean
 
 $(STAMP): pyproject.toml
@@ -30,6 +31,11 @@ setup: $(STAMP)
 # installed without its dependencies (robogen fixes the one method mujoco 4.0 breaks).
 setup-fetch: $(STAMP)
 	$(PY) -m pip install -q --disable-pip-version-check -e ".[dev,fetch]"
+
+# The batched backend (robogen/batched/, MuJoCo Warp): the [batched] extra. Its tests skip
+# without it; warp compiles its kernels at first use and caches them (see docs/benchmarks.md).
+setup-batched: $(STAMP)
+	$(PY) -m pip install -q --disable-pip-version-check -e ".[dev,batched]"
 
 setup-metaworld: $(STAMP)
 	$(PY) -m pip install -q --disable-pip-version-check packaging

@@ -21,6 +21,8 @@ tier  layer              modules
                          the registries below it)
 6     rollout            ``rollout/``: plans, runs and stores episodes (the stop rule of
                          ``--episodes auto`` comes from ``stats/``)
+6b    batched            ``batched/`` (N worlds of one scene on MuJoCo Warp; may use rollout's
+                         plan and store, never reports)
 7     reports            ``reports/``: builds and writes reports from stored episodes
 8     runs               ``runs/``: an evaluation end to end (``evaluate``, ``resume``,
                          ``rebuild_report``, several policies, failure videos) on top of
@@ -34,7 +36,8 @@ tier  layer              modules
 
 Imports under ``if TYPE_CHECKING:`` count for the layer order (an annotation that names
 an upper layer is a dependency too) but not for cycles. Only ``rollout/ray_backend.py``
-imports ``ray``. Cross-package imports of private (``_name``) attributes are not allowed.
+imports ``ray``; only ``batched/`` imports ``warp`` and ``mujoco_warp``. Cross-package
+imports of private (``_name``) attributes are not allowed.
 """
 
 from __future__ import annotations
@@ -59,6 +62,7 @@ LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
     ("policies", frozenset({"policies"})),
     ("configs", frozenset({"configs"})),
     ("rollout", frozenset({"rollout"})),
+    ("batched", frozenset({"batched"})),
     ("reports", frozenset({"reports"})),
     ("runs", frozenset({"runs"})),
     ("applications", frozenset({"check", "scaling", "serve", "preview"})),
@@ -185,6 +189,13 @@ def test_only_the_ray_backend_imports_ray() -> None:
            if i.target.split(".")[0] == "ray" and i.importer not in RAY_MODULES
            and (i.importer, "ray") not in KNOWN_EXCEPTIONS]
     assert not bad, "ray outside rollout/ray_backend.py:\n" + "\n".join(bad)
+
+
+def test_only_the_batched_package_imports_warp() -> None:
+    bad = [_where(i) for i in IMPORTS
+           if i.target.split(".")[0] in ("warp", "mujoco_warp")
+           and not i.importer.startswith("robogen.batched")]
+    assert not bad, "warp outside robogen/batched/:\n" + "\n".join(bad)
 
 
 def test_no_private_names_across_packages() -> None:
