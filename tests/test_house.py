@@ -1,4 +1,5 @@
-"""House rules read from the source under ``robogen/``: module sizes (STYLE.md section 1).
+"""House rules read from the source under ``robogen/``: module sizes (STYLE.md section 1) and
+a docstring on every public definition (section 6).
 
 Modules aim at <= 400 lines and are split before 600. ``TOO_LONG`` names the modules still over
 the limit; the list may only shrink: a module on it that is split (or falls under the limit)
@@ -8,6 +9,8 @@ and no module may join it.
 
 from __future__ import annotations
 
+import ast
+from collections.abc import Iterator
 from pathlib import Path
 
 import robogen
@@ -47,3 +50,56 @@ def test_the_allow_list_only_names_modules_still_too_long() -> None:
     stale = sorted(name for name in TOO_LONG if lengths.get(name, 0) <= MAX_LINES)
     assert not stale, f"delete these from TOO_LONG (no longer over {MAX_LINES} lines): {stale}"
 
+
+def _is_setter(node: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+    """``@prop.setter`` / ``@prop.deleter``: documented by the property's getter."""
+    return any(isinstance(d, ast.Attribute) and d.attr in ("setter", "deleter")
+               for d in node.decorator_list)
+
+
+def _undocumented(body: list[ast.stmt], where: str) -> Iterator[str]:
+    for node in body:
+        if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            continue
+        if node.name.startswith("_"):
+            continue  # private (and dunder) names, and everything inside a private class
+        if isinstance(node, ast.ClassDef):
+            if ast.get_docstring(node) is None:
+                yield f"{where}:{node.lineno} class {node.name}"
+            yield from _undocumented(node.body, f"{where}:{node.name}")
+        elif ast.get_docstring(node) is None and not _is_setter(node):
+            yield f"{where}:{node.lineno} def {node.name}"
+
+
+def test_every_public_definition_has_a_docstring() -> None:
+    """Module-level functions and classes and the public methods (properties included) of
+    public classes, at any depth of public classes, carry a docstring; nested functions and
+    private names need none."""
+    missing = [m for path in sorted(PKG.rglob("*.py"))
+               for m in _undocumented(ast.parse(path.read_text()).body,
+                                      path.relative_to(PKG).as_posix())]
+    assert not missing, ("public definitions without a docstring (Google style: shapes, "
+                         "dtypes, units, errors raised):\n" + "\n".join(missing))
+
+
+def test_the_docstring_check_finds_a_missing_docstring() -> None:
+    """The walk above reports an undocumented public method and function, not a private one,
+    a setter or a nested function."""
+    code = (
+        "class A:\n"
+        "    'Doc.'\n"
+        "    @property\n"
+        "    def x(self):\n"
+        "        'Doc.'\n"
+        "    @x.setter\n"
+        "    def x(self, v): ...\n"
+        "    def m(self): ...\n"
+        "    def _p(self): ...\n"
+        "def f():\n"
+        "    def inner(): ...\n"
+        "class _B:\n"
+        "    def m(self): ...\n"
+        "class C: ...\n"
+    )
+    assert list(_undocumented(ast.parse(code).body, "t")) == [
+        "t:A:8 def m", "t:10 def f", "t:14 class C"]

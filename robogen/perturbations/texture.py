@@ -109,12 +109,23 @@ class Look(Protocol):
     """What :func:`surface_targets` / :func:`paint_surfaces` read of a look."""
 
     @property
-    def group(self) -> str: ...
+    def group(self) -> str:
+        """The surface group painted: one of :data:`GROUPS` (``table``, ``floor``, ...)."""
+        ...
+
     @property
-    def geoms(self) -> tuple[str, ...]: ...
+    def geoms(self) -> tuple[str, ...]:
+        """Names of the group's geoms (from the scene roles); empty: the group is absent."""
+        ...
+
     @property
-    def rgb1(self) -> tuple[float, float, float]: ...
-    def image(self, height: int, width: int) -> np.ndarray: ...
+    def rgb1(self) -> tuple[float, float, float]:
+        """The colour of the group's untextured geoms, RGB channels in [0, 1]."""
+        ...
+
+    def image(self, height: int, width: int) -> np.ndarray:
+        """The texture to paint as ``(height, width, 3) float64`` RGB in [0, 1]."""
+        ...
 
 
 SKYBOX_GROUPS = ("floor", "background")
