@@ -20,7 +20,8 @@ Push; ``benchmarks/bench_rollout.py --only contexts``). A renderer whose texture
 are edited in place leaves a shared context first (:meth:`OffscreenRenderer.upload_textures`),
 so no edit shows in another env's frames.
 Tasks and frames live in :mod:`~robogen.envs.render_frames`, lanes' own EGL displays in
-:mod:`~robogen.envs.egl_display` (their names are re-exported here).
+:mod:`~robogen.envs.egl_display`, the context key in :mod:`~robogen.envs.render_key` (their
+names are re-exported here).
 
 Why a thread: a pixel observation costs ``mjv_updateScene`` (copying the
 state into an ``MjvScene``, ~10 us, done on the caller's thread) plus
@@ -40,7 +41,6 @@ from __future__ import annotations
 
 import atexit
 import functools
-import hashlib
 import logging
 import os
 import queue
@@ -70,13 +70,8 @@ from robogen.envs.render_frames import (
     map_frame,
     resolve_frames,
 )
+from robogen.envs.render_key import context_key
 from robogen.errors import RenderError
-
-__all__ = [
-    "FRAME_TIMED_OUT", "FRAME_TIMEOUT_S", "FRAME_TOO_LARGE", "RENDER_FAILED", "MappedFrame",
-    "OffscreenRenderer", "PendingFrame", "RenderTask", "RenderTimeoutError", "call",
-    "context_key", "map_frame", "resolve_frames", "submit",
-]
 
 T = TypeVar("T")
 _log = logging.getLogger(__name__)
@@ -228,49 +223,6 @@ def _forget_after_fork() -> None:
 
 atexit.register(_shutdown)
 os.register_at_fork(after_in_child=_forget_after_fork)
-
-
-_KEY_ARRAYS = (
-    "tex_type", "tex_colorspace", "tex_width", "tex_height", "tex_nchannel", "tex_adr", "tex_data",
-    "mat_texid", "mat_texuniform", "mat_texrepeat", "geom_type", "geom_size", "geom_matid",
-    "mesh_vertadr", "mesh_vertnum", "mesh_normaladr", "mesh_normalnum", "mesh_texcoordadr",
-    "mesh_texcoordnum", "mesh_faceadr", "mesh_facenum", "mesh_graphadr", "mesh_vert",
-    "mesh_normal", "mesh_texcoord", "mesh_face", "mesh_facenormal", "mesh_facetexcoord",
-    "mesh_graph", "hfield_size", "hfield_nrow", "hfield_ncol", "hfield_adr", "hfield_data",
-    "skin_vertnum", "skin_texcoordadr", "skin_texcoord", "skin_faceadr", "skin_facenum",
-    "skin_face",
-)
-_KEY_VISUAL = (
-    ("quality", ("shadowsize", "offsamples", "numslices", "numstacks", "numquads")),
-    ("global_", ("offwidth", "offheight", "linewidth")),
-    ("map", ("zfar", "shadowscale", "shadowclip", "haze", "fogstart", "fogend")),
-    ("rgba", ("fog", "haze")),
-)
-
-
-def context_key(model: mujoco.MjModel) -> bytes:
-    """Digest of everything ``mjr_makeContext`` reads from ``model`` (MuJoCo's
-    ``render_context.c``): texture data and layout, materials' texture ids, repeat and
-    uniform flags, geom types, sizes and materials (plane grids), meshes, height fields,
-    skins, ``vis.quality`` / ``vis.global_`` / ``vis.map`` / ``vis.rgba`` fields it uses and
-    ``stat.extent``. Two models with the same key get identical contexts, so their
-    renderers may share one.
-
-    Returns:
-        A 32-byte BLAKE2b digest.
-    """
-    h = hashlib.blake2b(digest_size=32)
-    for name in _KEY_ARRAYS:
-        a = getattr(model, name, None)
-        if a is not None:
-            a = np.ascontiguousarray(a)
-            h.update(f"{name}{a.shape}{a.dtype.str}".encode())
-            h.update(a.data)
-    for group, names in _KEY_VISUAL:
-        part = getattr(model.vis, group)
-        h.update(repr([(n, np.asarray(getattr(part, n)).tolist()) for n in names]).encode())
-    h.update(repr(float(model.stat.extent)).encode())
-    return h.digest()
 
 
 class _Shared:
@@ -558,7 +510,7 @@ def _draw(scene: Any, con: Any, width: int, height: int) -> np.ndarray:
 
 
 __all__ = [
-    "FRAME_TIMED_OUT", "FRAME_TIMEOUT_S", "FRAME_TOO_LARGE", "OffscreenRenderer", "PendingFrame",
-    "RENDER_FAILED", "RenderTask", "RenderTimeoutError", "call", "context_key", "resolve_frames",
-    "submit",
+    "FRAME_TIMED_OUT", "FRAME_TIMEOUT_S", "FRAME_TOO_LARGE", "MappedFrame", "OffscreenRenderer",
+    "PendingFrame", "RENDER_FAILED", "RenderTask", "RenderTimeoutError", "call", "context_key",
+    "map_frame", "resolve_frames", "submit",
 ]
