@@ -342,9 +342,10 @@ def _prepare(obs: Any, actions: Any, subsets: Any, seeds: Sequence[int], config:
              action_low: Any, action_high: Any, overrides: Mapping[str, Any]) -> _Prepared:
     data, obs_mode = _obs_arrays(obs)
     n = len(next(iter(data.values())))
+    cnn_default = "pixels" in data and "arch" not in overrides
+    default: dict[str, Any] = {"arch": "cnn"} if cnn_default else {}
     try:
-        config = dataclasses.replace(config or BCConfig(**(
-            {"arch": "cnn"} if "pixels" in data and "arch" not in overrides else {})), **overrides)
+        config = dataclasses.replace(config or BCConfig(**default), **overrides)
     except TypeError as e:
         raise InvalidSpecError(f"unknown BC option: {e}") from e
     if config.arch == "mlp" and "pixels" in data:
