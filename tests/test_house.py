@@ -111,7 +111,7 @@ def test_the_docstring_check_finds_a_missing_docstring() -> None:
 
 ROOT = PKG.parent
 BASELINE = ROOT / ".basedpyright" / "baseline.json"
-BASELINE_ENTRIES = 25
+BASELINE_ENTRIES = 22
 """Diagnostics in ``.basedpyright/baseline.json`` (errors present when they were baselined;
 ``make lint`` fails on any other). The number may only go down: fix one, regenerate the
 baseline (``basedpyright --pythonpath .venv/bin/python robogen --writebaseline``, where the

@@ -516,7 +516,9 @@ class GymMujocoAdapter(gym.Wrapper[Any, Any, Any, Any], gym.utils.RecordConstruc
 
     def _state_shape(self) -> tuple[int, ...]:
         """Shape of the ``state`` observation."""
-        return tuple(self.env.unwrapped.observation_space.shape)
+        shape = self.env.unwrapped.observation_space.shape
+        assert shape is not None  # the MuJoCo envs' observation spaces are Boxes
+        return tuple(shape)
 
     def _state_obs(self) -> Any:
         """The wrapped env's observation of the current state (no side effects on the env)."""
