@@ -109,13 +109,14 @@ class ProgressBars:
         self._phase = None
         if self._p is None:
             self._start()
+        p = self._p
+        assert p is not None  # _start made it
         self._start_heartbeat()
         if stage not in self._tasks:
             desc = self._label(stage, total) if self._live else stage
-            self._tasks[stage] = self._p.add_task(desc, total=total, completed=done,
-                                                  start_done=done)
+            self._tasks[stage] = p.add_task(desc, total=total, completed=done, start_done=done)
         else:
-            self._p.update(self._tasks[stage], completed=done, total=total)
+            p.update(self._tasks[stage], completed=done, total=total)
         if not self._live:
             self._maybe_log(stage, done, total)
 

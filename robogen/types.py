@@ -133,10 +133,13 @@ class Condition(Record):
 
     @property
     def is_nominal(self) -> bool:
+        """Whether every level is at severity 0 (also true of no levels): the nominal
+        scene."""
         return all(lv.severity == 0.0 for lv in self.levels)
 
     @property
     def axes(self) -> tuple[str, ...]:
+        """The axis names of the levels, in order (empty for the nominal condition)."""
         return tuple(lv.axis for lv in self.levels)
 
     @property

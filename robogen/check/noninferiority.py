@@ -49,6 +49,7 @@ from __future__ import annotations
 import functools
 import math
 from dataclasses import dataclass
+from typing import Any, cast
 
 import numpy as np
 from numpy.typing import NDArray
@@ -88,9 +89,12 @@ class TestResult:
 # --------------------------------------------------------------------------------------------
 # score statistics (vectorized over numpy arrays)
 
+Counts = NDArray[np.floating[Any]] | NDArray[np.integer[Any]] | float
+"""Outcome counts: a scalar, or an array of int or float counts (converted to float64)."""
+
 
 def tango_statistic(
-    b: NDArray[np.float64] | float, c: NDArray[np.float64] | float, n: int, margin: float
+    b: Counts, c: Counts, n: int, margin: float
 ) -> NDArray[np.float64]:
     """Tango's (1998) score statistic for ``H0: p_C - p_B = -margin`` on paired outcomes.
 
@@ -120,9 +124,9 @@ def tango_statistic(
 
 
 def fm_statistic(
-    x_c: NDArray[np.float64] | float,
+    x_c: Counts,
     n_c: int,
-    x_b: NDArray[np.float64] | float,
+    x_b: Counts,
     n_b: int,
     margin: float,
 ) -> NDArray[np.float64]:
@@ -214,7 +218,7 @@ def _sup_over_nuisance(prob, t_lo: float, t_hi: float) -> float:
         lambda t: -float(prob(np.array([t]))[0]), bounds=(a, b), method="bounded",
         options={"xatol": 1e-7},
     )
-    return float(min(1.0, max(best, -res.fun)))
+    return float(min(1.0, max(best, -cast(Any, res).fun)))  # scipy's stub: object
 
 
 @functools.lru_cache(maxsize=65536)
@@ -343,8 +347,11 @@ def tango_interval(b: int, c: int, n: int, confidence: float = 0.90) -> tuple[fl
         return float(tango_statistic(b, c, n, -d0)) - target
 
     eps = 1e-9
-    low = -1.0 if f(-1.0 + eps, z) <= 0 else optimize.brentq(f, -1.0 + eps, est, args=(z,))
-    high = 1.0 if f(1.0 - eps, -z) >= 0 else optimize.brentq(f, est, 1.0 - eps, args=(-z,))
+    # brentq returns the root alone (full_output=False); its stub also allows (root, info)
+    low = -1.0 if f(-1.0 + eps, z) <= 0 else cast(
+        float, optimize.brentq(f, -1.0 + eps, est, args=(z,)))
+    high = 1.0 if f(1.0 - eps, -z) >= 0 else cast(
+        float, optimize.brentq(f, est, 1.0 - eps, args=(-z,)))
     return float(low), float(high)
 
 

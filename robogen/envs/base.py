@@ -147,22 +147,37 @@ class MujocoScene(Protocol):
     render_lane: int
 
     @property
-    def model(self) -> mujoco.MjModel: ...
+    def model(self) -> mujoco.MjModel:
+        """The compiled model currently simulated (replaced by :meth:`install_model`)."""
+        ...
 
     @property
-    def render_settings(self) -> RenderSettings: ...
+    def render_settings(self) -> RenderSettings:
+        """Offscreen settings of pixel observations in effect (width, height [px], camera,
+        shadow map and mesh quality), recorded in the evaluation manifest."""
+        ...
 
     @property
-    def success_rule(self) -> str: ...
+    def success_rule(self) -> str:
+        """The success predicate in words, with its thresholds and units (shown in reports)."""
+        ...
 
     @property
-    def capabilities(self) -> SceneCapabilities: ...
+    def capabilities(self) -> SceneCapabilities:
+        """What the scene declares about itself (:class:`SceneCapabilities`)."""
+        ...
 
     @property
-    def data(self) -> mujoco.MjData: ...
+    def data(self) -> mujoco.MjData:
+        """The ``MjData`` of :attr:`model` (state, contacts and sensors of the running
+        episode)."""
+        ...
 
     @property
-    def roles(self) -> SceneRoles: ...
+    def roles(self) -> SceneRoles:
+        """Which bodies, geoms, lights and cameras of the model play which part
+        (:class:`SceneRoles`), read by the perturbation axes."""
+        ...
 
     def nominal_spec(self) -> mujoco.MjSpec:
         """A fresh, unedited MjSpec of the nominal scene (a new object each call)."""

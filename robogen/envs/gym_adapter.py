@@ -285,7 +285,7 @@ class GymMujocoAdapter(gym.Wrapper[Any, Any, Any, Any], gym.utils.RecordConstruc
         """Render lane drawing this env's frames (see :mod:`robogen.envs.render`); set by the
         rollout worker."""
         self._episode_return = 0.0
-        inner = env.unwrapped
+        inner: Any = env.unwrapped  # a Gymnasium MuJoCo env (model, data, mujoco_renderer)
         self._inner_obs_shape = self._state_shape()
         self._init_sizes = (inner.model.nq, inner.model.nv, inner.model.nu)
         max_steps = env.spec.max_episode_steps if env.spec is not None else None
@@ -392,7 +392,8 @@ class GymMujocoAdapter(gym.Wrapper[Any, Any, Any, Any], gym.utils.RecordConstruc
         if not texture_ids:
             return
         self._frames.upload_textures(texture_ids)
-        for v in getattr(self.env.unwrapped.mujoco_renderer, "_viewers", {}).values():
+        inner: Any = self.env.unwrapped  # a Gymnasium MuJoCo env
+        for v in getattr(inner.mujoco_renderer, "_viewers", {}).values():
             v.make_context_current()
             for t in texture_ids:
                 mujoco.mjr_uploadTexture(v.model, v.con, int(t))
@@ -515,7 +516,9 @@ class GymMujocoAdapter(gym.Wrapper[Any, Any, Any, Any], gym.utils.RecordConstruc
 
     def _state_shape(self) -> tuple[int, ...]:
         """Shape of the ``state`` observation."""
-        return tuple(self.env.unwrapped.observation_space.shape)
+        shape = self.env.unwrapped.observation_space.shape
+        assert shape is not None  # the MuJoCo envs' observation spaces are Boxes
+        return tuple(shape)
 
     def _state_obs(self) -> Any:
         """The wrapped env's observation of the current state (no side effects on the env)."""

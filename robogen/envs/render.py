@@ -19,6 +19,9 @@ A batch of envs of one scene draws from one set of GL objects: 8 contexts cost
 Push; ``benchmarks/bench_rollout.py --only contexts``). A renderer whose textures
 are edited in place leaves a shared context first (:meth:`OffscreenRenderer.upload_textures`),
 so no edit shows in another env's frames.
+Tasks and frames live in :mod:`~robogen.envs.render_frames`, lanes' own EGL displays in
+:mod:`~robogen.envs.egl_display`, the context key in :mod:`~robogen.envs.render_key` (their
+names are re-exported here).
 
 Why a thread: a pixel observation costs ``mjv_updateScene`` (copying the
 state into an ``MjvScene``, ~10 us, done on the caller's thread) plus
@@ -36,15 +39,14 @@ batch of 8 envs).
 
 from __future__ import annotations
 
-import _thread
 import atexit
-import hashlib
+import functools
 import logging
 import os
 import queue
 import threading
 from collections.abc import Callable
-from typing import Any, Generic, TypeVar
+from typing import Any, TypeVar
 
 import robogen._gl  # noqa: F401  (choose MUJOCO_GL before mujoco is imported)
 
@@ -52,31 +54,27 @@ import robogen._gl  # noqa: F401  (choose MUJOCO_GL before mujoco is imported)
 import mujoco
 import numpy as np
 
-from robogen.errors import InfrastructureTimeoutError, RenderError
+from robogen.envs.egl_display import (  # noqa: F401 - re-exported
+    _gl_renderer,
+    _own_display_context,
+    _OwnDisplayContext,
+)
+from robogen.envs.render_frames import (
+    FRAME_TIMED_OUT,
+    FRAME_TIMEOUT_S,
+    MappedFrame,
+    PendingFrame,
+    RenderTask,
+    RenderTimeoutError,
+    _timed_out,
+    map_frame,
+    resolve_frames,
+)
+from robogen.envs.render_key import context_key
+from robogen.errors import RenderError
 
 T = TypeVar("T")
 _log = logging.getLogger(__name__)
-
-FRAME_TIMEOUT_S = 60.0
-"""Longest wait for one frame or one call on the render thread [s] (a frame takes
-milliseconds; a render thread stuck in the GL driver must not hang a rollout)."""
-FRAME_TIMED_OUT = (
-    "no frame from the render thread after {timeout:g} s (MUJOCO_GL={backend!r}); the GL "
-    "driver hangs or the machine is overloaded; the episode is recorded as 'infra_timeout'"
-)
-
-
-class RenderTimeoutError(InfrastructureTimeoutError):
-    """The render thread did not deliver a frame within :data:`FRAME_TIMEOUT_S`.
-
-    An infrastructure failure: the rollout worker records the episode as
-    ``infra_timeout`` (an invalid episode), never as a policy or simulator outcome.
-    """
-
-
-def _timed_out(timeout: float) -> RenderTimeoutError:
-    return RenderTimeoutError(FRAME_TIMED_OUT.format(
-        timeout=timeout, backend=os.environ.get("MUJOCO_GL")))
 
 RENDER_FAILED = (
     "offscreen rendering failed with MUJOCO_GL={backend!r}: {error}. Without a display set "
@@ -146,152 +144,13 @@ def _with_context(lane: _Lane, fn: Callable[..., T], *args: Any) -> T:
     return fn(*args)
 
 
-_EGL_PLATFORM_SURFACELESS_MESA = 0x31DD  # EGL_MESA_platform_surfaceless
-
-
-def _gl_renderer() -> str:
-    """``GL_RENDERER`` of the current context (e.g. ``"llvmpipe (LLVM 15.0.6, 256 bits)"``)."""
-    from OpenGL import GL  # PyOpenGL: mujoco's EGL and OSMesa contexts are made with it
-
-    name = GL.glGetString(GL.GL_RENDERER)
-    return name.decode(errors="replace") if isinstance(name, bytes) else str(name or "")
-
-
-class _OwnDisplayContext:
-    """An EGL context on an EGL display of its own (Mesa's surfaceless platform), for a render
-    lane past lane 0: Mesa llvmpipe rasterizes a frame under a lock of its screen, one per EGL
-    display (``rast_mutex``, held by the drawing thread when ``LP_NUM_THREADS=0``), so two
-    lanes' contexts on MuJoCo's one display drew their frames' pixels in turn; on a display
-    each they draw at once (PickPlace, 84x84 with shadows, two threads: 1.86x one thread's
-    frames/s against 1.3-1.45x on one display).
-
-    Same interface as ``mujoco.GLContext`` (``make_current``, ``free``).
-
-    Raises:
-        RuntimeError: If the platform, display, configuration or context is unavailable.
-    """
-
-    def __init__(self) -> None:
-        import ctypes
-
-        from mujoco import egl
-        from mujoco.egl import egl_ext as EGL  # noqa: N812 - EGL's own names
-
-        self._egl = EGL
-        display = EGL.eglGetPlatformDisplayEXT(_EGL_PLATFORM_SURFACELESS_MESA,
-                                               EGL.EGL_DEFAULT_DISPLAY, None)
-        if display == EGL.EGL_NO_DISPLAY or not EGL.eglInitialize(display, None, None):
-            raise RuntimeError("no EGL surfaceless display")
-        configs, found = (EGL.EGLConfig * 1)(), ctypes.c_long()
-        EGL.eglChooseConfig(display, egl.EGL_ATTRIBUTES, configs, 1, found)
-        if found.value < 1:
-            raise RuntimeError("no EGL configuration for an offscreen context")
-        EGL.eglBindAPI(EGL.EGL_OPENGL_API)
-        context = EGL.eglCreateContext(display, configs[0], EGL.EGL_NO_CONTEXT, None)
-        if not context:
-            raise RuntimeError("no EGL context on the surfaceless display")
-        self._display, self._context = display, context
-
-    def make_current(self) -> None:
-        EGL = self._egl  # noqa: N806
-        if not EGL.eglMakeCurrent(self._display, EGL.EGL_NO_SURFACE, EGL.EGL_NO_SURFACE,
-                                  self._context):
-            raise RuntimeError("failed to make the EGL context current")
-
-    def free(self) -> None:
-        EGL = self._egl  # noqa: N806
-        if self._context:
-            EGL.eglMakeCurrent(self._display, EGL.EGL_NO_SURFACE, EGL.EGL_NO_SURFACE,
-                               EGL.EGL_NO_CONTEXT)
-            EGL.eglDestroyContext(self._display, self._context)
-            self._context = None
-
-
-def _own_display_context(gl: Any) -> Any:
-    """``gl`` (current on a lane past 0), or a context on a display of its own
-    (:class:`_OwnDisplayContext`, made current) where that draws on the same renderer:
-    Mesa llvmpipe under ``MUJOCO_GL=egl``. A GPU driver has no such lock, and a second
-    display could pick another renderer (e.g. llvmpipe beside an NVIDIA device), so
-    anything else keeps ``gl``."""
-    if os.environ.get("MUJOCO_GL") != "egl":
-        return gl
-    own = None
-    try:
-        name = _gl_renderer()
-        if name.startswith("llvmpipe"):
-            own = _OwnDisplayContext()
-            own.make_current()
-            if _gl_renderer() == name:
-                gl.free()
-                own.make_current()  # whatever freeing the other one released
-                return own
-    except Exception as e:  # noqa: BLE001 - the shared display still works
-        _log.debug("render lane keeps MuJoCo's EGL display: %s", e)
-    if own is not None:
-        own.free()
-    gl.make_current()
-    return gl
-
-
-class RenderTask(Generic[T]):
-    """``fn(*args)`` queued for the render thread; its result or exception once run.
-
-    A lean future (a frame costs ~0.5 ms of llvmpipe, and ``concurrent.futures``' own
-    bookkeeping, Python-level conditions and an idle semaphore, added ~0.05 ms of the render
-    thread's CPU to each): its completion is one lock, held from creation until the render
-    thread has run it.
-    """
-
-    __slots__ = ("_args", "_done", "_error", "_fn", "_result")
-
-    def __init__(self, fn: Callable[..., T], args: tuple[Any, ...]) -> None:
-        self._fn, self._args = fn, args
-        self._result: T | None = None
-        self._error: BaseException | None = None
-        self._done = _thread.allocate_lock()
-        self._done.acquire()  # released by the render thread when the task has run
-
-    def _run(self, lane: _Lane) -> None:
-        try:
-            self._result = _with_context(lane, self._fn, *self._args)
-        except BaseException as e:  # noqa: BLE001 - handed to whoever waits for the task
-            self._error = e
-        finally:
-            self._done.release()
-
-    def done(self) -> bool:
-        """Whether the task has run (or failed)."""
-        return not self._done.locked()
-
-    def wait(self, timeout: float) -> bool:
-        """Wait until the task has run, at most ``timeout`` [s]; whether it has."""
-        if not self._done.locked():
-            return True
-        if self._done.acquire(timeout=max(timeout, 0.0)):
-            self._done.release()
-            return True
-        return False
-
-    def result(self, timeout: float | None = None) -> T:
-        """``fn(*args)``'s result; waits at most ``timeout`` [s] (default
-        :data:`FRAME_TIMEOUT_S`).
-
-        Raises:
-            RenderTimeoutError: If the task has not run in time.
-            Exception: What ``fn`` raised.
-        """
-        timeout = FRAME_TIMEOUT_S if timeout is None else timeout
-        if not self.wait(timeout):
-            raise _timed_out(timeout)
-        if self._error is not None:
-            raise self._error
-        return self._result  # type: ignore[return-value]
 
 
 def _serve(lane: _Lane, tasks: queue.SimpleQueue[RenderTask[Any] | None]) -> None:
     """A render thread: run ``lane``'s queued tasks in order until a ``None``."""
+    run = functools.partial(_with_context, lane)
     while (task := tasks.get()) is not None:
-        task._run(lane)  # noqa: SLF001 - the render thread is the task's runner
+        task._run(run)  # noqa: SLF001 - the render thread is the task's runner
 
 
 def submit(fn: Callable[..., T], *args: Any, lane: int = 0) -> RenderTask[T]:
@@ -364,113 +223,6 @@ def _forget_after_fork() -> None:
 
 atexit.register(_shutdown)
 os.register_at_fork(after_in_child=_forget_after_fork)
-
-
-class PendingFrame:
-    """A frame being drawn on the render thread.
-
-    :meth:`result` returns the ``(height, width, 3) uint8`` RGB image (row 0 at
-    the top), waiting if needed, and raises what rendering raised.
-    """
-
-    __slots__ = ("_task",)
-
-    def __init__(self, task: RenderTask[np.ndarray]) -> None:
-        self._task = task
-
-    def result(self, timeout: float | None = None) -> np.ndarray:
-        """The image; blocks until drawn, at most ``timeout`` [s] (default
-        :data:`FRAME_TIMEOUT_S`).
-
-        Raises:
-            RenderTimeoutError: If the frame is not drawn in time.
-        """
-        return self._task.result(timeout)
-
-    def done(self) -> bool:
-        """Whether the frame is drawn (or failed)."""
-        return self._task.done()
-
-
-class MappedFrame(PendingFrame):
-    """A :class:`PendingFrame` whose image goes through ``fn`` once drawn (an image
-    corruption of the ``sensor`` axis), computed on the first :meth:`result` and kept."""
-
-    __slots__ = ("_fn", "_image")
-
-    def __init__(self, frame: PendingFrame, fn: Callable[[np.ndarray], np.ndarray]) -> None:
-        super().__init__(frame._task)
-        self._fn = fn
-        self._image: np.ndarray | None = None
-
-    def result(self, timeout: float | None = None) -> np.ndarray:
-        """``fn(image)``; see :meth:`PendingFrame.result`."""
-        if self._image is None:
-            self._image = self._fn(super().result(timeout))
-        return self._image
-
-
-def map_frame(frame: Any, fn: Callable[[np.ndarray], np.ndarray]) -> Any:
-    """``fn(frame)`` for an image, a :class:`MappedFrame` for a :class:`PendingFrame`."""
-    if isinstance(frame, PendingFrame):
-        return MappedFrame(frame, fn)
-    return fn(frame)
-
-
-def resolve_frames(obs: Any) -> Any:
-    """``obs`` with every :class:`PendingFrame` (alone or in a dict) replaced by its image.
-
-    Raises:
-        Exception: Whatever drawing a frame raised (e.g. :class:`RenderError`).
-    """
-    if isinstance(obs, PendingFrame):
-        return obs.result()
-    if isinstance(obs, dict) and any(isinstance(v, PendingFrame) for v in obs.values()):
-        return {k: resolve_frames(v) for k, v in obs.items()}
-    return obs
-
-
-_KEY_ARRAYS = (
-    "tex_type", "tex_colorspace", "tex_width", "tex_height", "tex_nchannel", "tex_adr", "tex_data",
-    "mat_texid", "mat_texuniform", "mat_texrepeat", "geom_type", "geom_size", "geom_matid",
-    "mesh_vertadr", "mesh_vertnum", "mesh_normaladr", "mesh_normalnum", "mesh_texcoordadr",
-    "mesh_texcoordnum", "mesh_faceadr", "mesh_facenum", "mesh_graphadr", "mesh_vert",
-    "mesh_normal", "mesh_texcoord", "mesh_face", "mesh_facenormal", "mesh_facetexcoord",
-    "mesh_graph", "hfield_size", "hfield_nrow", "hfield_ncol", "hfield_adr", "hfield_data",
-    "skin_vertnum", "skin_texcoordadr", "skin_texcoord", "skin_faceadr", "skin_facenum",
-    "skin_face",
-)
-_KEY_VISUAL = (
-    ("quality", ("shadowsize", "offsamples", "numslices", "numstacks", "numquads")),
-    ("global_", ("offwidth", "offheight", "linewidth")),
-    ("map", ("zfar", "shadowscale", "shadowclip", "haze", "fogstart", "fogend")),
-    ("rgba", ("fog", "haze")),
-)
-
-
-def context_key(model: mujoco.MjModel) -> bytes:
-    """Digest of everything ``mjr_makeContext`` reads from ``model`` (MuJoCo's
-    ``render_context.c``): texture data and layout, materials' texture ids, repeat and
-    uniform flags, geom types, sizes and materials (plane grids), meshes, height fields,
-    skins, ``vis.quality`` / ``vis.global_`` / ``vis.map`` / ``vis.rgba`` fields it uses and
-    ``stat.extent``. Two models with the same key get identical contexts, so their
-    renderers may share one.
-
-    Returns:
-        A 32-byte BLAKE2b digest.
-    """
-    h = hashlib.blake2b(digest_size=32)
-    for name in _KEY_ARRAYS:
-        a = getattr(model, name, None)
-        if a is not None:
-            a = np.ascontiguousarray(a)
-            h.update(f"{name}{a.shape}{a.dtype.str}".encode())
-            h.update(a.data)
-    for group, names in _KEY_VISUAL:
-        part = getattr(model.vis, group)
-        h.update(repr([(n, np.asarray(getattr(part, n)).tolist()) for n in names]).encode())
-    h.update(repr(float(model.stat.extent)).encode())
-    return h.digest()
 
 
 class _Shared:
@@ -758,7 +510,7 @@ def _draw(scene: Any, con: Any, width: int, height: int) -> np.ndarray:
 
 
 __all__ = [
-    "FRAME_TIMED_OUT", "FRAME_TIMEOUT_S", "FRAME_TOO_LARGE", "OffscreenRenderer", "PendingFrame",
-    "RENDER_FAILED", "RenderTask", "RenderTimeoutError", "call", "context_key", "resolve_frames",
-    "submit",
+    "FRAME_TIMED_OUT", "FRAME_TIMEOUT_S", "FRAME_TOO_LARGE", "MappedFrame", "OffscreenRenderer",
+    "PendingFrame", "RENDER_FAILED", "RenderTask", "RenderTimeoutError", "call", "context_key",
+    "map_frame", "resolve_frames", "submit",
 ]

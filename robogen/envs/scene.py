@@ -194,7 +194,8 @@ TARGET_RGBA = (0.15, 0.80, 0.25, 0.5)
 _ROBOT_CONTYPE, _ROBOT_CONAFFINITY = 2, 1  # robot links collide with the world, not each other
 
 
-def _add_texture(spec: mujoco.MjSpec, name: str, builtin: int, rgb1, rgb2=None) -> None:
+def _add_texture(spec: mujoco.MjSpec, name: str, builtin: mujoco.mjtBuiltin, rgb1,
+                 rgb2=None) -> None:
     tex = spec.add_texture()
     tex.name = name
     tex.type = mujoco.mjtTexture.mjTEXTURE_2D
@@ -217,7 +218,7 @@ def _add_material(spec: mujoco.MjSpec, name: str, texture: str, repeat=(1.0, 1.0
     mat.shininess = 0.2
 
 
-def _robot_geom(body, name: str, gtype: int, size, pos=(0, 0, 0), rgba=ARM_RGBA) -> None:
+def _robot_geom(body, name: str, gtype: mujoco.mjtGeom, size, pos=(0, 0, 0), rgba=ARM_RGBA) -> None:
     geom = body.add_geom()
     geom.name = name
     geom.type = gtype

@@ -17,6 +17,7 @@ from typing import Any
 
 import mujoco
 import numpy as np
+from numpy.typing import ArrayLike
 
 from robogen.errors import SceneError
 from robogen.perturbations.base import check_level
@@ -248,8 +249,9 @@ def joint_dofs(model: mujoco.MjModel, joint_ids: Iterable[int]) -> list[int]:
 # ----------------------------------------------------------------------------- geometry
 
 
-def rotation(axis: Sequence[float], angle: float) -> np.ndarray:
-    """``(3, 3) float64`` rotation by ``angle`` [rad] about ``axis`` (right-hand rule)."""
+def rotation(axis: ArrayLike, angle: float) -> np.ndarray:
+    """``(3, 3) float64`` rotation by ``angle`` [rad] about ``axis`` (``(3,)`` array-like, any
+    nonzero length; right-hand rule)."""
     a = np.asarray(axis, dtype=float)
     n = np.linalg.norm(a)
     if n < 1e-12 or angle == 0.0:

@@ -294,11 +294,11 @@ def non_default_env_kwargs(env: Any) -> dict[str, Any]:
     if not kwargs:
         return {}
     try:
-        import gymnasium as gym
+        from gymnasium.envs.registration import load_env_creator
 
+        assert spec is not None  # the kwargs came from it
         entry = spec.entry_point
-        creator = gym.envs.registration.load_env_creator(entry) if isinstance(entry, str) \
-            else entry
+        creator = load_env_creator(entry) if isinstance(entry, str) else entry
         params = inspect.signature(creator).parameters
     except Exception:  # noqa: BLE001 - any entry point we cannot inspect: report every kwarg
         params = {}

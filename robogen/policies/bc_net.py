@@ -28,7 +28,7 @@ import functools
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import flax.linen as nn
 import jax
@@ -145,7 +145,8 @@ class BCConfig:
         if unknown:
             raise InvalidSpecError(
                 f"unknown BC config field(s) {unknown}; expected {sorted(names)}")
-        return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in d.items()})
+        fields: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in d.items()}
+        return cls(**fields)
 
 
 def min_image_size(config: BCConfig) -> int:
@@ -434,7 +435,7 @@ def forward(net: PolicyNet, params: Any, stats: Mapping[str, jax.Array],
     state = obs.get("state")
     if state is not None:
         state = normalize_state(state, stats)
-    return net.apply({"params": params}, state, obs.get("pixels"))
+    return cast(jax.Array, net.apply({"params": params}, state, obs.get("pixels")))
 
 
 def normalize_state(state: jax.Array, stats: Mapping[str, jax.Array]) -> jax.Array:

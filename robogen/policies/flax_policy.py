@@ -78,10 +78,10 @@ class FlaxBCPolicy:
             parts["state"] = spaces.Box(-np.inf, np.inf, model.obs_shapes["state"], np.float32)
         if "pixels" in model.obs_shapes:
             parts["pixels"] = spaces.Box(0, 255, model.obs_shapes["pixels"], np.uint8)
-        self.observation_space = spaces.Dict(parts) if len(parts) > 1 else next(
-            iter(parts.values()))
-        self.action_space = spaces.Box(model.action_low, model.action_high, (model.act_dim,),
-                                       np.float32)
+        self.observation_space: spaces.Space[Any] = spaces.Dict(parts) if len(parts) > 1 \
+            else next(iter(parts.values()))
+        self.action_space: spaces.Space[Any] = spaces.Box(
+            model.action_low, model.action_high, (model.act_dim,), np.float32)
 
     def reset(self, slots: Sequence[int]) -> None:
         """No per-episode state (feed-forward policy)."""

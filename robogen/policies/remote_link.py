@@ -49,6 +49,8 @@ def jsonable(value: Any, depth: int = 0) -> Any:
 
 
 def tail(text: str, n: int = 300) -> str:
+    """The last non-blank line of ``text`` (all of it if none), cut to ``n`` characters with
+    ``...`` (a server's traceback shortened to its error for a message)."""
     lines = [ln for ln in text.strip().splitlines() if ln.strip()]
     last = lines[-1] if lines else text
     return last if len(last) <= n else last[: n - 3] + "..."
@@ -110,15 +112,21 @@ class Link:
 
     @property
     def is_open(self) -> bool:
+        """Whether a connection is open (:meth:`open` succeeded and nothing closed it since)."""
         return self._ws is not None
 
     @property
     def resets(self) -> bool:
+        """Whether the server advertised robogen's reset extension (metadata
+        ``{"robogen": {"reset": true}}``, as ``robogen serve`` does): it then takes a reset
+        message with the episode seed when an episode starts in a slot."""
         meta = self.metadata if isinstance(self.metadata, dict) else {}
         robogen = meta.get("robogen")
         return isinstance(robogen, dict) and robogen.get("reset") is True
 
     def close(self) -> None:
+        """Close the connection, if open (best effort: a broken socket's error is dropped);
+        the next request opens a new one."""
         ws, self._ws = self._ws, None
         if ws is not None:
             try:
@@ -128,6 +136,10 @@ class Link:
 
 
 def retryable_errors() -> tuple[type[BaseException], ...]:
+    """The exceptions after which a request is retried on a new connection: socket and
+    timeout errors, a closed stream, WebSocket protocol and handshake errors, an error frame
+    from the server (:class:`ServerError`) and an undecodable reply
+    (:class:`~robogen.policies.wire.WireError`). Imports ``websockets`` (hence a function)."""
     from websockets.exceptions import InvalidHandshake, WebSocketException
 
     return (OSError, TimeoutError, EOFError, WebSocketException, InvalidHandshake, ServerError,

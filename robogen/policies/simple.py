@@ -25,7 +25,7 @@ import importlib.util
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, cast
 
 import numpy as np
 
@@ -219,4 +219,4 @@ def load_python(rest: str, ctx: LoadContext) -> Policy:
     if missing:
         raise CheckpointError(PYTHON_NOT_POLICY.format(
             uri=uri, attr=attr, type=type(policy).__name__, missing=", ".join(missing)))
-    return policy
+    return cast(Policy, policy)  # it has every attribute of the protocol (checked above)

@@ -16,7 +16,7 @@ its dtype and shape.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 import msgpack
 import numpy as np
@@ -94,7 +94,7 @@ def packb(obj: Any) -> bytes:
         WireError: On an object, structured or complex array.
         TypeError: On any other type msgpack cannot encode.
     """
-    return msgpack.packb(obj, default=_encode, use_bin_type=True)
+    return cast(bytes, msgpack.packb(obj, default=_encode, use_bin_type=True))  # never None
 
 
 def unpackb(data: bytes) -> Any:

@@ -26,29 +26,22 @@ node is one that died during this run (:class:`~robogen.rollout.nodes.NodeWatch`
 stored unit names the worker and node that ran it
 (:class:`~robogen.rollout.faults.UnitPlacement`).
 
-Ray is imported only in this module (an optional edge of the package).
+Joining or starting the cluster and sizing the pool live in
+:mod:`~robogen.rollout.ray_cluster`, the actor's body in :mod:`~robogen.rollout.ray_actor`
+(their public names are re-exported here). Ray is imported only in these ``rollout/ray_*.py``
+modules (an optional edge of the package).
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
-import math
 import os
-import socket
-import sys
-import tempfile
 import time
-import traceback
-import warnings
-from collections import OrderedDict, deque
+from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
-from pathlib import Path
 from typing import Any
 
-from robogen._console import reclaim_sigterm
-from robogen.errors import DependencyMissingError
 from robogen.rollout.backend import (
     DIED,
     MAX_UNIT_ATTEMPTS,
@@ -62,43 +55,31 @@ from robogen.rollout.backend import (
     unit_budget_s,
 )
 from robogen.rollout.faults import FaultRecord, UnitPlacement
-from robogen.rollout.gpu import WorkerPlacement, fixed_share, resolve_gpu_share
+from robogen.rollout.gpu import WorkerPlacement, fixed_share
 from robogen.rollout.nodes import NodeWatch
+from robogen.rollout.ray_actor import KEEP_WORKERS, _describe, _WorkerActor  # noqa: F401
+from robogen.rollout.ray_cluster import (  # noqa: F401 - re-exported: the backend's public names
+    AUTH_REQUIRED,
+    LOOPBACK,
+    NO_CLUSTER,
+    NO_GPUS,
+    NO_ROOM,
+    TOO_MANY,
+    ClusterWarning,
+    _await_free,
+    _free,
+    _ray,
+    _worker_env,
+    cluster_address,
+    init_ray,
+    pool_size,
+    ray_is_up,
+    resolve_share,
+    run_tasks,
+    shutdown_ray,
+)
 from robogen.types import EpisodeResult, EvalManifest, WorkUnit, to_dict
 
-_XLA_CPU_ONE_THREAD = "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"
-"""``XLA_FLAGS`` of Ray workers (before the user's own): XLA:CPU's intra-op thread pool off, so
-a flax policy's compiled code runs on one thread, not spread over cores its worker shares."""
-_WORKER_ENV = {
-    "OMP_NUM_THREADS": "1",
-    "MKL_NUM_THREADS": "1",
-    "LP_NUM_THREADS": "0",
-    "PYTHONWARNINGS": "ignore",
-}
-
-NO_CLUSTER = (
-    "no Ray cluster answers at {source} {address!r} ({why}); start one with "
-    "`ray start --head --port PORT` and pass its address, or drop {source} to run on an "
-    "embedded local cluster"
-)
-AUTH_REQUIRED = (
-    "the Ray cluster at {address!r} refused the connection: it has token authentication on "
-    "({why}); export the cluster's token before running robogen (RAY_AUTH_MODE=token and "
-    "RAY_AUTH_TOKEN=<token>, as printed by `ray start`), or start the cluster with "
-    "RAY_AUTH_MODE=disabled on a trusted network"
-)
-NO_GPUS = (
-    "--num-gpus-per-worker {want:g} asks for GPUs, but the Ray cluster has {have:g} GPU(s); "
-    "drop --num-gpus-per-worker or use a cluster with GPUs"
-)
-NO_ROOM = (
-    "the Ray cluster has no room for a worker: each needs {need}, the cluster has {free} free "
-    "({total} in all); free resources or add a node"
-)
-TOO_MANY = (
-    "--workers {asked} asks for more workers than the Ray cluster has room for ({free}); "
-    "running {fit}"
-)
 SETUP_FAILED = (
     "a Ray worker failed to set up on node {node}: {error}; the driver built the env and "
     "loaded the policy, the worker could not: make every module the run needs (the policy's, "
@@ -118,306 +99,6 @@ NO_WORKER = (
     "has room"
 )
 
-
-class ClusterWarning(UserWarning):
-    """The cluster cannot give what was asked (robogen runs with what it has)."""
-
-
-def _ray() -> Any:
-    try:
-        import ray
-    except ImportError as e:  # pragma: no cover - ray is a core dependency
-        raise DependencyMissingError("the ray backend", "ray", "ray") from e
-    return ray
-
-
-def _describe(e: BaseException) -> str:
-    tb = traceback.extract_tb(e.__traceback__)
-    where = f" (at {tb[-1].filename}:{tb[-1].lineno})" if tb else ""
-    msg = f"{type(e).__name__}: {e}"
-    msg = msg if len(msg) <= 800 else msg[:797] + "..."
-    return msg + where
-
-
-KEEP_WORKERS = 2
-"""Episode workers (envs and policy) a Ray actor keeps for the manifests it ran last."""
-
-
-class _WorkerActor:
-    """Ray actor body wrapping :class:`~robogen.rollout.worker.EpisodeWorker`.
-
-    A set-up exception is kept and returned by :meth:`ping` (the driver raises it as a
-    :class:`WorkerSetupError`), instead of killing the actor with Ray's own wrapper.
-    A later backend of the same process can adopt the actor (:func:`reuse_workers`): it then
-    loads that backend's manifest (:meth:`load`). The actor keeps the workers of the last
-    :data:`KEEP_WORKERS` manifests it used, so that a run's videos are filmed with the policy
-    and envs its episodes ran on (:meth:`call`); older ones are closed (memory).
-    """
-
-    def __init__(self, manifest: dict[str, Any], device: str, worker_index: int = 0,
-                 load_budget_s: float | None = None, gpu_share: float = 0.0,
-                 render_device: str = "auto") -> None:
-        self._device = device
-        self._load_budget_s = load_budget_s
-        self._workers: OrderedDict[tuple[str, int], Any] = OrderedDict()
-        self._worker: Any = None
-        self._error: str | None = None
-        self._plugin: str | None = None
-        self._placement: dict[str, Any] | None = None
-        try:
-            import ray
-
-            from robogen.rollout.gpu import prepare_worker
-
-            # before any framework or MuJoCo context exists in this process
-            placement = prepare_worker(gpu_share, render_device,  # type: ignore[arg-type]
-                                       worker=f"pid:{os.getpid()}",
-                                       node=ray.get_runtime_context().get_node_id())
-            import robogen._gl  # noqa: F401
-            from robogen._console import route_mujoco_warnings
-
-            route_mujoco_warnings()
-        except Exception as e:  # noqa: BLE001 - reported to the driver as a set-up error
-            self._error = _describe(e)
-            return
-        self.load(manifest, worker_index)
-        if self._error is None:
-            self._finish_placement(placement, manifest)
-
-    def _finish_placement(self, placement: Any, manifest: dict[str, Any]) -> None:
-        """Record the OpenGL renderer of a worker that renders (pixels, or a GPU share) and
-        refuse a GPU worker that renders on the CPU."""
-        from robogen.rollout.gpu import finish_placement
-
-        try:
-            if placement.gpu_share > 0 or "pixels" in str(manifest.get("obs_mode", "")):
-                placement = finish_placement(placement)
-        except Exception as e:  # noqa: BLE001 - reported to the driver as a set-up error
-            self._error = _describe(e)
-        self._placement = placement.to_dict()
-
-    def _worker_of(self, manifest: dict[str, Any], worker_index: int) -> Any:
-        from robogen.rollout.worker import EpisodeWorker
-
-        key = (json.dumps(manifest, sort_keys=True), worker_index)
-        if key in self._workers:
-            self._workers.move_to_end(key)
-            return self._workers[key]
-        worker = EpisodeWorker(EvalManifest.from_dict(manifest), device=self._device,
-                               worker_index=worker_index, load_budget_s=self._load_budget_s)
-        self._workers[key] = worker
-        while len(self._workers) > KEEP_WORKERS:  # the least recently used, never the current
-            old_key = next(k for k in self._workers if self._workers[k] is not self._worker)
-            self._workers.pop(old_key).close()
-        return worker
-
-    def load(self, manifest: dict[str, Any], worker_index: int,
-             load_budget_s: float | None = None) -> dict[str, Any]:
-        """Run ``manifest``'s units from now on (its worker made unless this process has it);
-        answers like :meth:`ping`."""
-        from robogen.errors import PluginError
-
-        self._plugin = None
-        if load_budget_s is not None:
-            self._load_budget_s = load_budget_s
-        try:
-            self._worker, self._error = self._worker_of(manifest, worker_index), None
-        except PluginError as e:  # the plug-in's own error, named as such by the driver
-            self._error, self._plugin = str(e.__cause__ or e), e.module
-        except Exception as e:  # noqa: BLE001 - reported to the driver as a set-up error
-            self._error = _describe(e)
-        return self.ping()
-
-    def ping(self) -> dict[str, Any]:
-        import ray
-
-        return {"node": ray.get_runtime_context().get_node_id(), "pid": os.getpid(),
-                "error": self._error, "plugin": self._plugin, "placement": self._placement}
-
-    def run_unit(self, unit: dict[str, Any], budget_s: float | None = None
-                 ) -> list[dict[str, Any]]:
-        results = self._worker.run_unit(WorkUnit.from_dict(unit), budget_s=budget_s)
-        return [to_dict(r) for r in results]
-
-    def call(self, fn: Callable[..., Any], manifest: dict[str, Any], *args: Any) -> Any:
-        """``fn(*args, worker=W)``, W this process's worker of ``manifest`` (made if needed)."""
-        text = json.dumps(manifest, sort_keys=True)
-        index = next((i for t, i in self._workers if t == text), 0)
-        return fn(*args, worker=self._worker_of(manifest, index))
-
-
-def _check_reachable(address: str, source: str = "--address") -> None:
-    """Fail in seconds, not after Ray's ~14 minutes of retries, if nothing listens there."""
-    if address in ("auto", "local"):
-        return
-    hostport = address.split("://", 1)[-1]
-    host, _, port = hostport.rpartition(":")
-    if not host or not port.isdigit():
-        raise WorkerSetupError(NO_CLUSTER.format(address=address, source=source,
-                                                 why="expected HOST:PORT"))
-    try:
-        with socket.create_connection((host, int(port)), timeout=5.0):
-            pass
-    except OSError as e:
-        raise WorkerSetupError(NO_CLUSTER.format(address=address, source=source,
-                                                 why=e.strerror or e)) from None
-
-
-def cluster_address(address: str | None) -> str | None:
-    """The cluster to join: ``address``, else ``$RAY_ADDRESS``, else None (embedded)."""
-    return address or os.environ.get("RAY_ADDRESS") or None
-
-
-_AUTH_MARKS = ("invalidauthtoken", "unauthenticated", "authentication token")
-
-
-@contextlib.contextmanager
-def _stderr_captured() -> Iterator[Callable[[], str]]:
-    """Send file descriptor 2 to a temporary file for the block (Ray's C++ core logs its
-    connection retries there, ~one line a second); yields a function returning the text.
-
-    Only around joining a cluster: no process is started then that would inherit the file.
-    """
-    sys.stderr.flush()
-    saved = os.dup(2)
-    with tempfile.TemporaryFile(mode="w+b") as tmp:
-        os.dup2(tmp.fileno(), 2)
-
-        def text() -> str:
-            tmp.seek(0)
-            return tmp.read().decode(errors="replace")
-
-        try:
-            yield text
-        finally:
-            sys.stderr.flush()
-            os.dup2(saved, 2)
-            os.close(saved)
-
-
-def _worker_env() -> dict[str, str]:
-    env = dict(_WORKER_ENV)
-    env["MUJOCO_GL"] = os.environ.get("MUJOCO_GL", "egl")
-    # XLA:CPU on one thread per worker (its envs' render thread and the other workers use the
-    # other cores): the same actions bit for bit, 47-51 s against 50-51 s of episodes for 216
-    # pixel episodes of the shipped Push CNN on 2 cores; the user's own flags come after ours
-    env["XLA_FLAGS"] = " ".join(f for f in (_XLA_CPU_ONE_THREAD, os.environ.get("XLA_FLAGS"))
-                                if f)
-    # the user's modules: the driver's PYTHONPATH and working directory, made absolute
-    paths = [str(Path(p).resolve()) for p in os.environ.get("PYTHONPATH", "").split(os.pathsep)
-             if p]
-    paths.append(os.getcwd())
-    env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(paths))
-    return env
-
-
-LOOPBACK = "127.0.0.1"
-"""The node address of an embedded cluster: every server of it (GCS, raylet and object
-manager, the runtime-env agent, the autoscaler monitor's metrics, each worker's and the
-driver's gRPC server) listens on loopback only, so a one-machine evaluation opens no port to
-the machine's network."""
-
-
-@contextlib.contextmanager
-def _loopback_only() -> Iterator[None]:
-    """Let ``ray.init(_node_ip_address="127.0.0.1")`` keep the loopback address.
-
-    ``ray.init`` replaces a loopback node address by the machine's routable one
-    (``services.resolve_ip_for_localhost``) unless ``ray_constants.ENABLE_RAY_CLUSTER`` is
-    off (what Ray does on macOS and Windows, ``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0``); Ray's
-    C++ servers then bind the node address instead of every interface. The constant is read
-    only while the node starts; it is put back after.
-    """
-    import ray._private.ray_constants as ray_constants
-
-    saved = ray_constants.ENABLE_RAY_CLUSTER
-    ray_constants.ENABLE_RAY_CLUSTER = False
-    try:
-        yield
-    finally:
-        ray_constants.ENABLE_RAY_CLUSTER = saved
-
-
-def init_ray(address: str | None = None, num_cpus: int | None = None) -> None:
-    """Join ``address`` (or ``$RAY_ADDRESS``), or start an embedded local cluster (idempotent).
-
-    The embedded cluster listens on loopback only (:data:`LOOPBACK`, no dashboard); a
-    joined cluster is used as it was started.
-
-    Raises:
-        WorkerSetupError: If nothing answers at the address, or it needs an auth token.
-    """
-    ray = _ray()
-    if ray.is_initialized():
-        return
-    source = "--address" if address else "RAY_ADDRESS"
-    address = cluster_address(address)
-    kwargs: dict[str, Any] = {
-        "include_dashboard": False,
-        "log_to_driver": True,
-        "runtime_env": {"env_vars": _worker_env()},
-        "logging_level": "ERROR",
-    }
-    if not address:
-        kwargs["address"] = "local"  # never a cluster some `ray start` left registered
-        os.environ.pop("RAY_ADDRESS", None)
-        if num_cpus is not None:
-            kwargs["num_cpus"] = num_cpus
-        with _loopback_only():
-            ray.init(**kwargs, _node_ip_address=LOOPBACK)
-        reclaim_sigterm()  # Ray's driver handler dumps its stack and aborts: ours ends cleanly
-        return
-    _check_reachable(address, source)
-    kwargs["address"] = address
-    with _stderr_captured() as logged:
-        try:
-            ray.init(**kwargs)
-            failure: Exception | None = None
-        except Exception as e:  # noqa: BLE001 - Ray raises several types on a failed connect
-            failure = e
-        log = logged()
-    if failure is None:
-        sys.stderr.write(log)  # nothing of a successful connect is hidden
-        reclaim_sigterm()
-        return
-    text = str(failure)
-    auth = next((ln for ln in log.splitlines() if any(m in ln.lower() for m in _AUTH_MARKS)),
-                None)
-    if auth is not None or any(m in text.lower() for m in _AUTH_MARKS):
-        why = auth or text
-        why = why[min(i for m in _AUTH_MARKS if (i := why.lower().find(m)) >= 0):]
-        raise WorkerSetupError(AUTH_REQUIRED.format(address=address, why=why[:200])) from failure
-    raise WorkerSetupError(NO_CLUSTER.format(address=address, source=source,
-                                             why=text[:300])) from failure
-
-
-def ray_is_up() -> bool:
-    """Whether this process is connected to a Ray cluster."""
-    return "ray" in sys.modules and bool(sys.modules["ray"].is_initialized())
-
-
-def shutdown_ray() -> None:
-    """Disconnect from Ray (stopping an embedded cluster)."""
-    if ray_is_up():
-        _ray().shutdown()
-
-
-def run_tasks(fn: Callable[..., Any], calls: Sequence[tuple[Any, ...]]) -> list[Any]:
-    """``[fn(*args) for args in calls]``, each call a Ray task of one CPU on the cluster this
-    process is connected to (in parallel as far as its CPUs go), results in call order.
-
-    ``fn`` must be a module-level function (Ray imports it by name in the worker).
-
-    Raises:
-        Exception: The first failed call's own exception (Ray's wrapper removed).
-    """
-    ray = _ray()
-    remote = ray.remote(num_cpus=1, max_retries=0)(fn)
-    refs = [remote.remote(*args) for args in calls]
-    try:
-        return list(ray.get(refs))
-    except ray.exceptions.RayTaskError as e:
-        raise e.as_instanceof_cause() from None
 
 
 @dataclass
@@ -473,31 +154,8 @@ class RayBackend(_Emitter):
     # ---- start-up ---------------------------------------------------------------------------
 
     def _pool_size(self, adopted: int = 0) -> int:
-        """Workers to run: what was asked, at most what fits in the free resources plus the
-        ``adopted`` actors' (which hold theirs already)."""
-        ray = _ray()
-        opts = self.options
-        total, free = ray.cluster_resources(), ray.available_resources()
-        gpus = fixed_share(opts.num_gpus_per_worker)
-        if gpus > 0 and float(total.get("GPU", 0.0)) < gpus:
-            raise WorkerSetupError(NO_GPUS.format(want=gpus, have=float(total.get("GPU", 0.0))))
-        fit = math.floor(float(free.get("CPU", 0.0)) + 1e-9) + adopted
-        if gpus > 0:
-            fit = min(fit, math.floor(float(free.get("GPU", 0.0)) / gpus + 1e-9) + adopted)
-        if fit < 1:
-            need = "1 CPU" + (f" and {gpus:g} GPU" if gpus > 0 else "")
-            shown = {k: v for k, v in free.items() if k in ("CPU", "GPU")}
-            raise WorkerSetupError(NO_ROOM.format(
-                need=need, free=shown, total={k: v for k, v in total.items()
-                                             if k in ("CPU", "GPU")}))
-        asked = opts.workers or fit
-        if asked > fit:
-            warnings.warn(TOO_MANY.format(asked=asked, free=fit, fit=fit), ClusterWarning,
-                          stacklevel=2)
-        n = min(asked, fit)
-        if self._max_workers is not None:
-            n = min(n, max(1, self._max_workers))
-        return n
+        """Workers to run (:func:`~robogen.rollout.ray_cluster.pool_size`)."""
+        return pool_size(self.options, self._max_workers, adopted)
 
     def _take_index(self) -> int:
         """The lowest worker index no live actor holds (a replacement takes over the index of
@@ -578,19 +236,13 @@ class RayBackend(_Emitter):
             raise WorkerSetupError(NO_WORKER.format(timeout=opts.startup_timeout_s, n="all"))
 
     def _resolve_share(self, opts: BackendOptions) -> BackendOptions:
-        """``--num-gpus-per-worker auto``: the cluster's GPUs over the workers that will run
-        (none when it has none); a number stays as it is."""
+        """``--num-gpus-per-worker auto`` resolved on the cluster
+        (:func:`~robogen.rollout.ray_cluster.resolve_share`); a number stays as it is."""
         if not isinstance(opts.num_gpus_per_worker, str):
             return opts
-        ray = _ray()
-        gpus = float(ray.cluster_resources().get("GPU", 0.0))
-        workers = opts.workers or max(1, math.floor(
-            float(ray.available_resources().get("CPU", 1.0)) + 1e-9))
-        if self._max_workers is not None:
-            workers = min(workers, max(1, self._max_workers))
-        share = resolve_gpu_share(opts.num_gpus_per_worker, gpus, workers)
-        self._device = "cuda" if share > 0 else "cpu"
-        return replace(opts, num_gpus_per_worker=share)
+        opts = resolve_share(opts, self._max_workers)
+        self._device = "cuda" if fixed_share(opts.num_gpus_per_worker) > 0 else "cpu"
+        return opts
 
     def _settle(self, deadline: float) -> None:
         """Wait for the starting actors until ``deadline``; drop the ones still starting."""
@@ -865,25 +517,6 @@ def map_on_workers(fn: Callable[..., Any],
 RELEASE_TIMEOUT_S = 10.0
 """How long :meth:`RayBackend.close` waits for the cluster to free its killed actors' CPUs and
 GPUs [s] (then it returns anyway: another job may have taken them)."""
-
-
-def _free() -> dict[str, float]:
-    """The cluster's free CPUs and GPUs (infinite if Ray cannot tell: nothing to wait for)."""
-    try:
-        free = _ray().available_resources()
-    except Exception:  # noqa: BLE001 - bookkeeping only (the cluster may be going away)
-        return {"CPU": math.inf, "GPU": math.inf}
-    return {k: float(free.get(k, 0.0)) for k in ("CPU", "GPU")}
-
-
-def _await_free(want: dict[str, float], timeout: float) -> bool:
-    """Poll until the cluster has ``want`` resources free (True) or ``timeout`` passed (False)."""
-    deadline = time.monotonic() + timeout
-    while any(have < want[k] - 1e-9 for k, have in _free().items()):
-        if time.monotonic() >= deadline:
-            return False
-        time.sleep(0.05)
-    return True
 
 
 def _first_line(e: BaseException) -> str:

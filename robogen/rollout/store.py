@@ -196,6 +196,8 @@ class ResultStore:
         return f"it holds episodes of unit {other[0]}" if other else None
 
     def part_path(self, unit_id: int) -> Path:
+        """The Parquet file holding unit ``unit_id``'s episodes
+        (``RUN_DIR/episodes/unit-NNNNNN.parquet``; it may not exist yet)."""
         return self.run_dir / EPISODES_DIR / f"unit-{unit_id:06d}.parquet"
 
     def done_units(self) -> set[int]:

@@ -296,6 +296,7 @@ class EpisodeWorker:
             self._attach()
 
     def close(self) -> None:
+        """Close every env slot's env (best effort: teardown errors are dropped)."""
         for e in self._envs:
             try:
                 e.close()

@@ -51,7 +51,9 @@ Training many models at once:
     batched program is the one that fills it (one group there).
 
 The network, :class:`BCConfig` and :class:`BCModel` (inference) live in
-:mod:`robogen.policies.bc_net` and are re-exported here; this module trains them.
+:mod:`robogen.policies.bc_net` and are re-exported here; this module trains them, with the
+pure JAX pieces in :mod:`robogen.scaling.bc_kernels` and the compiled training programs in
+:mod:`robogen.scaling.bc_step` (their names are re-exported here too).
 
 Checkpoints (:func:`robogen.policies.bc_io.save_bc` / ``load_bc``, re-exported by
 :mod:`robogen.scaling.bc_io`): a directory with
@@ -74,8 +76,6 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
-import optax
-from flax import struct
 from numpy.typing import ArrayLike, NDArray
 
 from robogen._cores import usable_cores
@@ -87,19 +87,26 @@ from robogen.policies.bc_net import (
     STD_FLOOR,
     BCConfig,
     BCModel,
-    PolicyNet,
     check_image_size,
-    dense_matmul,
-    forward,
     min_image_size,
-    normalize_state,
 )
+from robogen.scaling.bc_kernels import (  # noqa: F401 - re-exported (tests, benchmarks)
+    _unrolled_split_agrees,
+    augment_dense,
+    color_jitter,
+    flax_dense,
+    mlp_forward,
+    random_shift,
+    split_key,
+)
+from robogen.scaling.bc_step import TrainState, _optimizer, _train_fns  # noqa: F401
 
 __all__ = [
-    "ARCHS", "BAD_ACTIONS", "BAD_ARCH", "BAD_OBS", "BAD_SEEDS", "BAD_SUBSETS", "NORM_CLIP",
-    "STD_FLOOR", "BCConfig", "BCModel", "TrainState", "bc_loss", "check_image_size",
-    "color_jitter", "init_bc", "min_image_size", "model_groups", "random_shift",
-    "train_bc_ensemble", "train_bc_sequential",
+    "ARCHS", "BAD_ACTIONS", "BAD_ARCH", "BAD_OBS", "BAD_SEEDS", "BAD_SUBSETS", "BCConfig",
+    "BCModel", "NORM_CLIP", "STD_FLOOR", "TrainState", "augment_dense", "bc_loss",
+    "check_image_size", "color_jitter", "flax_dense", "init_bc", "min_image_size",
+    "mlp_forward", "model_groups", "random_shift", "split_key", "train_bc_ensemble",
+    "train_bc_sequential",
 ]
 
 BAD_OBS = (
@@ -112,17 +119,6 @@ BAD_SUBSETS = (
     "[0, {n}); {why}"
 )
 BAD_SEEDS = "seeds must be {k} non-negative integers (one per subset), got {seeds!r}"
-
-
-@struct.dataclass
-class TrainState:
-    """Per-model training state carried through ``lax.scan`` (one leading axis per model when
-    vmapped)."""
-
-    params: Any
-    opt_state: Any
-    key: jax.Array
-    step: jax.Array
 
 
 def train_bc_ensemble(
@@ -346,9 +342,10 @@ def _prepare(obs: Any, actions: Any, subsets: Any, seeds: Sequence[int], config:
              action_low: Any, action_high: Any, overrides: Mapping[str, Any]) -> _Prepared:
     data, obs_mode = _obs_arrays(obs)
     n = len(next(iter(data.values())))
+    cnn_default = "pixels" in data and "arch" not in overrides
+    default: dict[str, Any] = {"arch": "cnn"} if cnn_default else {}
     try:
-        config = dataclasses.replace(config or BCConfig(**(
-            {"arch": "cnn"} if "pixels" in data and "arch" not in overrides else {})), **overrides)
+        config = dataclasses.replace(config or BCConfig(**default), **overrides)
     except TypeError as e:
         raise InvalidSpecError(f"unknown BC option: {e}") from e
     if config.arch == "mlp" and "pixels" in data:
@@ -506,316 +503,3 @@ def _chunks(config: BCConfig) -> list[tuple[int, int]]:
         done += n
         out.append((n, done))
     return out
-
-
-# ---- compiled functions ----------------------------------------------------------------------
-
-
-def random_shift(key: jax.Array, pixels: jax.Array, pad: int) -> jax.Array:
-    """DrQ random shift: edge-pad ``(B, H, W, C)`` images by ``pad`` and crop each back at a
-    random integer offset in ``[0, 2 * pad]`` (Kostrikov et al., 2021)."""
-    if pad == 0:
-        return pixels
-    b, h, w, c = pixels.shape
-    padded = jnp.pad(pixels, ((0, 0), (pad, pad), (pad, pad), (0, 0)), mode="edge")
-    offsets = jax.random.randint(key, (b, 2), 0, 2 * pad + 1)
-
-    def crop(img: jax.Array, off: jax.Array) -> jax.Array:
-        return jax.lax.dynamic_slice(img, (off[0], off[1], 0), (h, w, c))
-
-    return jax.vmap(crop)(padded, offsets)
-
-
-def color_jitter(key: jax.Array, pixels: jax.Array, strength: float) -> jax.Array:
-    """Random photometric jitter of ``(B, H, W, 3)`` images, one draw per image.
-
-    Brightness (a factor on all pixels), contrast (around the image mean) and
-    saturation (around the per-pixel grey) each scale by a factor drawn from
-    ``U[1 - s, 1 + s]``, then each channel by a gain from ``U[1 - s/2, 1 + s/2]``
-    (a colour cast); the result is clipped to ``[0, 255]``. This is the colour
-    jitter of the image-augmentation studies in RL (Laskin et al. 2020, "RAD:
-    Reinforcement Learning with Augmented Data"; Hansen & Wang 2021, SODA).
-
-    Args:
-        key: PRNG key.
-        pixels: ``(B, H, W, 3)`` images, uint8 or float in [0, 255].
-        strength: ``s`` in [0, 1).
-
-    Returns:
-        ``(B, H, W, 3) float32`` images in [0, 255].
-    """
-    b = pixels.shape[0]
-    k_b, k_c, k_s, k_g = jax.random.split(key, 4)
-    lo, hi = 1.0 - strength, 1.0 + strength
-    x = pixels.astype(jnp.float32)
-    x = x * jax.random.uniform(k_b, (b, 1, 1, 1), minval=lo, maxval=hi)
-    mean = x.mean(axis=(1, 2, 3), keepdims=True)
-    x = (x - mean) * jax.random.uniform(k_c, (b, 1, 1, 1), minval=lo, maxval=hi) + mean
-    grey = x.mean(axis=-1, keepdims=True)
-    x = (x - grey) * jax.random.uniform(k_s, (b, 1, 1, 1), minval=lo, maxval=hi) + grey
-    x = x * jax.random.uniform(k_g, (b, 1, 1, 3), minval=1.0 - strength / 2,
-                               maxval=1.0 + strength / 2)
-    return jnp.clip(x, 0.0, 255.0)
-
-
-@dataclass(frozen=True)
-class _TrainFns:
-    init_one: Callable[..., TrainState]
-    init_many: Callable[..., TrainState]
-    run_one: Callable[..., tuple[TrainState, jax.Array]]
-    run_many: Callable[..., tuple[TrainState, jax.Array]]
-    params_of: Callable[[Any], Any]
-    """The Flax parameter tree of a :class:`TrainState`'s ``params`` (any leading axes)."""
-
-
-# ---- the MLP's training parameters: each Dense layer as one bias-augmented matrix --------------
-
-
-def augment_dense(params: Mapping[str, Any]) -> tuple[jax.Array, ...]:
-    """The MLP's Flax parameters (``{"Dense_i": {"kernel": (in, out), "bias": (out,)}}``,
-    float32, ``i`` = 0 .. layers - 1) as one ``(in + 1, out)`` matrix per layer: the kernel with
-    the bias appended as its last row, so ``[x, 1] @ W`` is the layer's ``x @ kernel + bias``.
-    Arrays may carry leading (model) axes. Inverse: :func:`flax_dense`."""
-    return tuple(jnp.concatenate([params[f"Dense_{i}"]["kernel"],
-                                  params[f"Dense_{i}"]["bias"][..., None, :]], axis=-2)
-                 for i in range(len(params)))
-
-
-def flax_dense(aug: Sequence[jax.Array]) -> dict[str, dict[str, jax.Array]]:
-    """The Flax parameter tree (``Dense_i`` kernel and bias) of :func:`augment_dense`'s
-    matrices."""
-    return {f"Dense_{i}": {"kernel": a[..., :-1, :], "bias": a[..., -1, :]}
-            for i, a in enumerate(aug)}
-
-
-def _with_ones(x: jax.Array) -> jax.Array:
-    return jnp.concatenate([x, jnp.ones((*x.shape[:-1], 1), x.dtype)], axis=-1)
-
-
-def mlp_forward(aug: Sequence[jax.Array], stats: Mapping[str, jax.Array], state: jax.Array,
-                config: BCConfig) -> jax.Array:
-    """:func:`robogen.policies.bc_net.forward` of the ``mlp`` network on its
-    :func:`augment_dense` parameters: the same function, each layer one product
-    ``[x, 1] @ W`` (the bias inside the matmul; equal to Flax's ``x @ kernel + bias`` to float32
-    rounding).
-
-    Why the trainer uses it: a layer's weight gradient needs its input transposed
-    (:func:`robogen.policies.bc_net.dense_matmul`). With a separate bias XLA:CPU recomputes
-    ``relu(h + bias)`` inside that transpose, a strided loop ~5x slower than the plain
-    transpose it makes of ``[relu(h), 1]`` (measured: 4 models, batch 256, 256-256 net, two
-    groups at once: 250 vs 65-83 ms of kernel time per 500 steps and transpose), and the
-    bias gradients come out of the weight-gradient matmul instead of separate reductions.
-
-    Args:
-        aug: ``(in + 1, out) float32`` matrix per layer (:func:`augment_dense`).
-        stats: ``{"mean": (D,), "std": (D,)}`` float32 state statistics.
-        state: ``(B, D) float32`` raw states.
-        config: The network's settings (``hidden``, ``state_indices``).
-
-    Returns:
-        ``(B, A) float32`` actions in ``[-1, 1]``.
-    """
-    x = normalize_state(state, stats)
-    if config.state_indices is not None:
-        x = x[..., jnp.asarray(config.state_indices)]
-    for w in aug[:-1]:
-        x = jax.nn.relu(dense_matmul(_with_ones(x), w))
-    return jnp.tanh(dense_matmul(_with_ones(x), aug[-1]))
-
-
-_THREEFRY_ROTATIONS = ((13, 15, 26, 6), (17, 29, 16, 24))
-
-
-def _threefry2x32(k1: jax.Array, k2: jax.Array, x1: jax.Array, x2: jax.Array
-                  ) -> tuple[jax.Array, jax.Array]:
-    """The Threefry-2x32 block cipher, 20 rounds (Salmon, Moraes, Dror & Shaw 2011, "Parallel
-    random numbers: as easy as 1, 2, 3"), unrolled: the hash behind ``jax.random``'s default
-    keys. All arguments are ``uint32`` arrays of one shape (or scalars); returns two."""
-    ks = (k1, k2, k1 ^ k2 ^ np.uint32(0x1BD11BDA))
-    x1, x2 = x1 + ks[0], x2 + ks[1]
-    for i in range(5):
-        for r in _THREEFRY_ROTATIONS[i % 2]:
-            x1 = x1 + x2
-            x2 = jax.lax.shift_left(x2, np.uint32(r)) | jax.lax.shift_right_logical(
-                x2, np.uint32(32 - r))
-            x2 = x1 ^ x2
-        x1 = x1 + ks[(i + 1) % 3]
-        x2 = x2 + ks[(i + 2) % 3] + np.uint32(i + 1)
-    return x1, x2
-
-
-def _partitionable() -> bool:
-    """JAX's ``jax_threefry_partitionable`` setting (a dynamic config attribute)."""
-    return bool(getattr(jax.config, "jax_threefry_partitionable", True))  # noqa: B009
-
-
-def _threefry_split(key: jax.Array, num: int) -> jax.Array:
-    """``jax.random.split(key, num)`` of a raw ``(2,) uint32`` threefry key, in either of JAX's
-    split modes (``jax_threefry_partitionable``), with the hash unrolled."""
-    k1, k2 = key[0], key[1]
-    if _partitionable():
-        hi, lo = jnp.zeros(num, jnp.uint32), jnp.arange(num, dtype=jnp.uint32)
-        return jnp.stack(_threefry2x32(k1, k2, hi, lo), axis=-1)
-    counts = jnp.arange(2 * num, dtype=jnp.uint32)
-    out = jnp.concatenate(_threefry2x32(k1, k2, counts[:num], counts[num:]))
-    return out.reshape(num, 2)
-
-
-@functools.lru_cache(maxsize=4)
-def _unrolled_split_agrees(partitionable: bool) -> bool:
-    """Whether :func:`_threefry_split` gives ``jax.random.split``'s keys in this JAX (checked
-    once per split mode on a few keys; else the trainer uses ``jax.random.split``)."""
-    try:
-        with jax.ensure_compile_time_eval():  # concrete values also while a caller is traced
-            keys = [jax.random.PRNGKey(s) for s in (0, 1, 42, 2**31 - 1)]
-            return all(np.array_equal(np.asarray(_threefry_split(k, 3)),
-                                      np.asarray(jax.random.split(k, 3))) for k in keys)
-    except Exception:  # noqa: BLE001 - another key type or API: use JAX's own split
-        return False
-
-
-def split_key(key: jax.Array, num: int) -> jax.Array:
-    """``jax.random.split(key, num)``, the same keys, faster inside a compiled loop on XLA:CPU.
-
-    JAX lowers its Threefry hash on the CPU as a loop of 5 iterations (to keep compile times
-    down); a chain of splits, one per training step (the MLP trainer's minibatch keys), then
-    runs 5 tiny loop iterations per step: ~80 us a step, about a third of a 64-64 MLP
-    ensemble's training time on 2 cores. :func:`_threefry_split` is the same hash unrolled
-    (a few fused kernels a step). Used only where it was checked to give JAX's keys
-    (:func:`_unrolled_split_agrees`); otherwise ``jax.random.split``.
-
-    Args:
-        key: A raw ``(2,) uint32`` key (``jax.random.PRNGKey``).
-        num: Number of keys.
-
-    Returns:
-        ``(num, 2) uint32`` keys.
-    """
-    if (isinstance(key, jax.Array | np.ndarray) and key.dtype == np.uint32
-            and key.shape == (2,)
-            and _unrolled_split_agrees(_partitionable())):
-        return _threefry_split(key, num)
-    return jax.random.split(key, num)
-
-
-def _optimizer(cfg: BCConfig) -> optax.GradientTransformation:
-    lr: Any = cfg.lr if cfg.lr_schedule == "constant" else \
-        optax.cosine_decay_schedule(cfg.lr, cfg.steps)
-    opt = optax.adamw(lr, weight_decay=cfg.weight_decay) if cfg.weight_decay else \
-        optax.adam(lr)
-    if cfg.max_grad_norm is not None:
-        opt = optax.chain(optax.clip_by_global_norm(cfg.max_grad_norm), opt)
-    return opt
-
-
-@functools.lru_cache(maxsize=32)
-def _train_fns(cfg: BCConfig, act_dim: int) -> _TrainFns:
-    net = PolicyNet(cfg, act_dim)
-    tx = _optimizer(cfg)
-    # MLPs train on bias-augmented layer matrices (mlp_forward); the optimizer sees them as
-    # its parameters: Adam, AdamW and the global-norm clip are elementwise or sum over all
-    # entries, so the updates are the kernel's and bias's. CNNs train on Flax's tree.
-    mlp = cfg.arch == "mlp"
-
-    def init(key: jax.Array, dummy: Mapping[str, jax.Array]) -> TrainState:
-        k_init, k_train = jax.random.split(key)
-        params = net.init(k_init, dummy.get("state"), dummy.get("pixels"))["params"]
-        if mlp:
-            params = augment_dense(params)
-        return TrainState(params, tx.init(params), k_train, jnp.zeros((), jnp.int32))
-
-    def loss_fn(params: Any, stats: Any, obs: Any, target: jax.Array) -> jax.Array:
-        pred = mlp_forward(params, stats, obs["state"], cfg) if mlp else \
-            forward(net, params, stats, obs)
-        return jnp.mean((pred - target) ** 2)
-
-    def update(params: Any, opt_state: Any, stats: Any, obs: Mapping[str, jax.Array],
-               target: jax.Array) -> tuple[Any, Any, jax.Array]:
-        loss, grads = jax.value_and_grad(loss_fn)(params, stats, obs, target)
-        updates, opt_state = tx.update(grads, opt_state, params)
-        return optax.apply_updates(params, updates), opt_state, loss
-
-    def step(st: TrainState, idx: jax.Array, count: jax.Array, stats: Any,
-             data: Mapping[str, jax.Array], targets: jax.Array) -> tuple[TrainState, jax.Array]:
-        key, k_batch, k_aug = jax.random.split(st.key, 3)
-        rows = idx[jax.random.randint(k_batch, (cfg.batch_size,), 0, count)]
-        obs = {name: a[rows] for name, a in data.items()}
-        if cfg.augment and "pixels" in obs:
-            obs["pixels"] = random_shift(k_aug, obs["pixels"], cfg.shift_pad)
-        if cfg.color_jitter and "pixels" in obs:
-            obs["pixels"] = color_jitter(jax.random.fold_in(k_aug, 1), obs["pixels"],
-                                         cfg.color_jitter)
-        params, opt_state, loss = update(st.params, st.opt_state, stats, obs, targets[rows])
-        return TrainState(params, opt_state, key, st.step + 1), loss
-
-    def run(state: TrainState, idx: jax.Array, count: jax.Array, stats: Any,
-            data: Mapping[str, jax.Array], targets: jax.Array, n_steps: int
-            ) -> tuple[TrainState, jax.Array]:
-        # The MLP step's only randomness is its minibatch. The key chain (the same splits as
-        # `step`) and the rows of all n_steps minibatches are drawn up front, vectorized over
-        # the steps: XLA:CPU lowers each threefry call to a small while loop, so drawing them
-        # inside the training scan ran four nested loops per step (most of the step's
-        # per-operation overhead for small nets). Same random stream, same results as `step`.
-        def next_key(key: jax.Array, _: None) -> tuple[jax.Array, jax.Array]:
-            key, k_batch, _k_aug = split_key(key, 3)
-            return key, k_batch
-
-        key, k_batches = jax.lax.scan(next_key, state.key, None, length=n_steps)
-        draws = jax.vmap(lambda k: jax.random.randint(k, (cfg.batch_size,), 0, count))(k_batches)
-        all_rows = idx[draws]  # (n_steps, batch_size)
-
-        def body(st: TrainState, rows: jax.Array) -> tuple[TrainState, jax.Array]:
-            params, opt_state, loss = update(st.params, st.opt_state, stats,
-                                             {name: a[rows] for name, a in data.items()},
-                                             targets[rows])
-            return TrainState(params, opt_state, st.key, st.step + 1), loss
-
-        state, losses = jax.lax.scan(body, state, all_rows)
-        return TrainState(state.params, state.opt_state, key, state.step), losses
-
-    many_axes = (0, 0, 0, 0, None, None)
-    if cfg.arch == "cnn":
-        # XLA:CPU runs convolutions inside a while loop (lax.scan, even unrolled) 10-15x
-        # slower than the same program at the top level (measured: 830 vs 56 ms per step of
-        # the 84x84 CNN at batch 64), so CNN steps are one jitted call each, looped in Python.
-        # Same per-step program, same random stream: results equal the scan's.
-        return _TrainFns(
-            init_one=jax.jit(init),
-            init_many=jax.jit(jax.vmap(init, in_axes=(0, None))),
-            run_one=_python_loop(jax.jit(step)),
-            run_many=_python_loop(jax.jit(jax.vmap(step, in_axes=many_axes)), axis=1),
-            params_of=lambda params: params,
-        )
-
-    def run_many(state: TrainState, idx: jax.Array, count: jax.Array, stats: Any,
-                 data: Mapping[str, jax.Array], targets: jax.Array, n_steps: int
-                 ) -> tuple[TrainState, jax.Array]:
-        many = jax.vmap(functools.partial(run, n_steps=n_steps), in_axes=many_axes)
-        return many(state, idx, count, stats, data, targets)
-
-    return _TrainFns(
-        init_one=jax.jit(init),
-        init_many=jax.jit(jax.vmap(init, in_axes=(0, None))),
-        run_one=jax.jit(run, static_argnums=6),
-        run_many=jax.jit(run_many, static_argnums=6),
-        params_of=flax_dense,
-    )
-
-
-def _python_loop(step: Callable[..., tuple[TrainState, jax.Array]], axis: int = 0
-                 ) -> Callable[..., tuple[TrainState, jax.Array]]:
-    """``run(state, *args, n_steps)`` calling the jitted ``step`` ``n_steps`` times.
-
-    Returns the final state and the per-step losses stacked on ``axis`` (``(n_steps,)``
-    for one model, ``(K, n_steps)`` for a vmapped step), like ``lax.scan`` would.
-    """
-
-    def run(state: TrainState, *args: Any) -> tuple[TrainState, jax.Array]:
-        *rest, n_steps = args
-        losses = []
-        for _ in range(n_steps):
-            state, loss = step(state, *rest)
-            losses.append(loss)
-        return state, jnp.stack(losses, axis=axis)
-
-    return run

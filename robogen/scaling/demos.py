@@ -203,6 +203,8 @@ class DemoStore:
         return out
 
     def chunk_path(self, factor: str, start: int) -> Path:
+        """The Arrow file of ``factor``'s demonstrations from episode index ``start`` on
+        (``chunk-FACTOR-NNNNNNN.arrow`` in the store; it may not exist yet)."""
         return self.path / f"chunk-{factor}-{start:07d}.arrow"
 
     def episodes(self) -> Any:

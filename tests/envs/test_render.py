@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from robogen.configs import load_eval_config
-from robogen.envs import find_scene, make
+from robogen.envs import egl_display, find_scene, make
 from robogen.envs import render as rd
 from robogen.rollout.plan import episode_seed, perturbation_seed
 from robogen.rollout.runner import plan_units, prepare
@@ -355,7 +355,7 @@ def test_a_lane_keeps_mujocos_display_where_no_display_of_its_own_can_be_made(mo
         raise RuntimeError("no EGL surfaceless display")
 
     own = rd._OwnDisplayContext
-    monkeypatch.setattr(rd, "_OwnDisplayContext", no_display)
+    monkeypatch.setattr(egl_display, "_OwnDisplayContext", no_display)
     env, scene = _scene()
     want = scene.render_frame(width=84, height=84)
     r = rd.OffscreenRenderer(scene.model, lane=5)
@@ -378,7 +378,7 @@ def test_a_lane_keeps_mujocos_display_where_its_own_would_draw_on_another_render
     if os.environ.get("MUJOCO_GL") != "egl" or not rd.call(rd._gl_renderer).startswith("llvmpipe"):
         pytest.skip("needs MUJOCO_GL=egl on Mesa llvmpipe")
     names = iter(["llvmpipe (the shared display)", "llvmpipe (another device)"])
-    monkeypatch.setattr(rd, "_gl_renderer", lambda: next(names))
+    monkeypatch.setattr(egl_display, "_gl_renderer", lambda: next(names))
     env, scene = _scene()
     want = scene.render_frame(width=84, height=84)
     r = rd.OffscreenRenderer(scene.model, lane=6)

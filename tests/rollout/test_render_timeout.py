@@ -9,7 +9,7 @@ import threading
 import pytest
 
 from robogen.configs import load_eval_config
-from robogen.envs import render
+from robogen.envs import render, render_frames
 from robogen.envs.render import FRAME_TIMED_OUT, PendingFrame, RenderTimeoutError
 from robogen.errors import InfrastructureError
 from robogen.rollout.store import ResultStore
@@ -29,7 +29,7 @@ def test_a_stuck_frame_ends_its_episode_as_infra_timeout(tmp_path, monkeypatch):
     """The 5th frame drawn (a step of nominal episode 0) hangs until its wait timed out."""
     release = threading.Event()
     calls = []
-    draw, timed_out = render._draw, render._timed_out
+    draw, timed_out = render._draw, render_frames._timed_out
 
     def slow_draw(*args):  # noqa: ANN002, ANN202
         calls.append(1)
@@ -42,8 +42,9 @@ def test_a_stuck_frame_ends_its_episode_as_infra_timeout(tmp_path, monkeypatch):
         return timed_out(timeout)
 
     monkeypatch.setattr(render, "_draw", slow_draw)
-    monkeypatch.setattr(render, "_timed_out", note_timeout)
+    monkeypatch.setattr(render_frames, "_timed_out", note_timeout)
     monkeypatch.setattr(render, "FRAME_TIMEOUT_S", 1.0)
+    monkeypatch.setattr(render_frames, "FRAME_TIMEOUT_S", 1.0)
     cfg = load_eval_config(None, env="robogen/Reach-v0", policy="random:0", obs_mode="pixels",
                            axes=["physics"], severities=[1.0], combined=False, episodes=2,
                            batch_size=1, seed=0, max_steps=10, videos=0, backend="serial",
