@@ -188,6 +188,7 @@ def init_ray(address: str | None = None, num_cpus: int | None = None) -> None:
         "runtime_env": {"env_vars": _worker_env()},
         "logging_level": "ERROR",
     }
+    _remember_env()
     if not address:
         kwargs["address"] = "local"  # never a cluster some `ray start` left registered
         os.environ.pop("RAY_ADDRESS", None)
@@ -226,10 +227,35 @@ def ray_is_up() -> bool:
     return "ray" in sys.modules and bool(sys.modules["ray"].is_initialized())
 
 
+_ENV_KEYS = ("RAY_", "PYTHONBREAKPOINT")
+"""Environment variables ``ray.init`` sets in the driver's process (``RAY_AUTH_MODE``,
+``RAY_CLIENT_MODE``, ...): restored by :func:`shutdown_ray`."""
+_env_before: dict[str, str] | None = None
+
+
+def _ray_env() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if k.startswith(_ENV_KEYS)}
+
+
+def _remember_env() -> None:
+    global _env_before
+    if _env_before is None:
+        _env_before = _ray_env()
+
+
 def shutdown_ray() -> None:
-    """Disconnect from Ray (stopping an embedded cluster)."""
+    """Disconnect from Ray (stopping an embedded cluster), and put back the environment
+    variables ``ray.init`` set in this process: an embedded run leaves, e.g.,
+    ``RAY_AUTH_MODE=token`` behind, with which a later join of a cluster started without
+    authentication could start no worker."""
+    global _env_before
     if ray_is_up():
         _ray().shutdown()
+    if _env_before is not None:
+        for key in set(_ray_env()) - set(_env_before):
+            os.environ.pop(key, None)
+        os.environ.update(_env_before)
+        _env_before = None
 
 
 def run_tasks(fn: Callable[..., Any], calls: Sequence[tuple[Any, ...]]) -> list[Any]:

@@ -1,9 +1,19 @@
-"""The embedded Ray cluster of ``robogen eval`` (no ``--address``) listens on loopback only."""
+"""The embedded Ray cluster of ``robogen eval`` (no ``--address``) listens on loopback only.
+
+The run happens in a child process (this file run as a script): an embedded cluster started
+in pytest's own process would stay that process's last Ray session, and a later test that
+joins a ``ray start`` cluster from the same process starts no worker (a Ray-level limit of
+one driver process meeting two clusters).
+"""
 
 from __future__ import annotations
 
 import contextlib
 import ipaddress
+import json
+import subprocess
+import sys
+from pathlib import Path
 
 import psutil
 
@@ -34,7 +44,8 @@ def _listening() -> list[tuple[str, str, int]]:
     return out
 
 
-def test_embedded_cluster_listens_on_loopback_only(tmp_path):
+def _run(out: Path) -> dict:
+    """The embedded run, in this (child) process; the sockets seen mid-run."""
     shutdown_ray()  # the run must start its own embedded cluster
     seen: list[list[tuple[str, str, int]]] = []
 
@@ -45,12 +56,24 @@ def test_embedded_cluster_listens_on_loopback_only(tmp_path):
     cfg = load_eval_config(None, env="robogen/Reach-v0", policy="expert:reach",
                            axes=["physics"], severities=[1.0], combined=False, episodes=4,
                            batch_size=1, seed=0, max_steps=10, videos=0, backend="ray",
-                           workers=2, out=tmp_path / "r")
-    out = evaluate(cfg, progress=progress)
-    assert out.n_episodes == 8
-    assert seen, "the progress callback never ran while the cluster was up"
-    sockets = seen[0]
+                           workers=2, out=out)
+    outcome = evaluate(cfg, progress=progress)
+    return {"n_episodes": outcome.n_episodes, "seen": seen}
+
+
+def test_embedded_cluster_listens_on_loopback_only(tmp_path):
+    proc = subprocess.run([sys.executable, __file__, str(tmp_path / "r")], capture_output=True,
+                          text=True, timeout=600, cwd=Path(__file__).parents[2])
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    got = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert got["n_episodes"] == 8
+    assert got["seen"], "the progress callback never ran while the cluster was up"
+    sockets = [tuple(s) for s in got["seen"][0]]
     names = {name for name, _, _ in sockets}
     # the check sees the cluster's own servers (else it could not fail)
     assert {"gcs_server", "raylet"} <= names, sockets
     assert [s for s in sockets if not _is_loopback(s[1])] == []
+
+
+if __name__ == "__main__":
+    print(json.dumps(_run(Path(sys.argv[1]))))
