@@ -160,7 +160,9 @@ class TabletopEnv(gym.Env[Any, np.ndarray]):
 
     @property
     def roles(self) -> SceneRoles:
-        """Scene roles; ``cameras[0]`` is this env's observation camera."""
+        """Scene roles; ``cameras[0]`` is this env's observation camera. The distractor
+        region stands on the table top read from the current model (:func:`scene.table_top_z`),
+        so distractors and the safety drop check follow an edited table."""
         (x0, x1), (y0, y1) = POSE_CLIP_XY
         cams = (self.camera,) + tuple(c for c in sc.CAMERAS if c != self.camera)
         return SceneRoles(
@@ -174,7 +176,7 @@ class TabletopEnv(gym.Env[Any, np.ndarray]):
             cameras=cams,
             lights=sc.LIGHTS,
             look_at=sc.LOOK_AT,
-            distractor_region=sc.DISTRACTOR_REGION,
+            distractor_region=(*sc.DISTRACTOR_REGION[:4], sc.table_top_z(self.model)),
             distractor_slots=sc.DISTRACTOR_SLOTS,
             pose_dofs=(
                 PoseDof(sc.OBJECT_JOINT, 0, 0.08, x0, x1, "qpos"),

@@ -59,12 +59,15 @@ def test_tasks_read_the_table_top_from_the_model() -> None:
     try:
         scene = find_scene(env)
         assert sc.table_top_z(scene.model) == sc.TABLE_TOP_Z  # nominal: the constant, exactly
+        assert scene.roles.distractor_region == sc.DISTRACTOR_REGION
         spec = scene.nominal_spec()
         raise_by = 0.05
         table = spec.body("table")
         table.pos = [table.pos[0], table.pos[1], table.pos[2] + raise_by]
         scene.install_model(spec.compile())
         assert sc.table_top_z(scene.model) == pytest.approx(sc.TABLE_TOP_Z + raise_by)
+        # distractors stand on (and the safety drop check measures from) the raised top
+        assert scene.roles.distractor_region[4] == pytest.approx(sc.TABLE_TOP_Z + raise_by)
         env.reset(seed=0)
         obj = scene.data.qpos[sc.SceneIds(scene.model).object_qadr:][:3]
         np.testing.assert_allclose(obj[2], sc.TABLE_TOP_Z + raise_by + sc.OBJECT_HALF_SIZE)
