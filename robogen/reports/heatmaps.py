@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -81,13 +81,7 @@ def gap_heatmap_png(comparison: Comparison) -> bytes:
                       color=axis_color(axis), fontweight="bold")
         for spine in ax.spines.values():
             spine.set_visible(False)
-        for i, row in enumerate(text):
-            for j, t in enumerate(row):
-                if t:
-                    v = vals[i, j]
-                    dark = math.isfinite(v) and abs(v) > 0.6 * lim
-                    ax.text(j, i, t, ha="center", va="center", fontsize=7,
-                            color="white" if dark else "black")
+        _annotate(ax, text, vals, lim)
     axs[0].set_title(f"Generalization gap per axis and policy ({comparison.confidence * 100:g}% "
                      "CI; columns: the axis's levels)", fontsize=10)
     if im is not None:
@@ -143,6 +137,19 @@ def _draw(ax, vals: np.ndarray, text: Sequence[Sequence[str]], rows: Sequence[st
     im = ax.imshow(np.ma.masked_invalid(vals), cmap=_CMAP, vmin=-lim, vmax=lim, aspect="auto")
     ax.set_xticks(range(len(cols)), cols, rotation=35, ha="right", fontsize=8)
     ax.set_yticks(range(len(rows)), rows, fontsize=8)
+    _annotate(ax, text, vals, lim)
+    fig.colorbar(im, ax=ax, shrink=0.8).set_label(label, fontsize=8)
+
+
+def _annotate(ax: Any, text: Sequence[Sequence[str]], vals: np.ndarray, lim: float) -> None:
+    """Write each non-empty cell label of a heatmap, white on dark cells (|value| > 0.6 lim).
+
+    Args:
+        ax: The matplotlib axes holding the heatmap.
+        text: Labels per row and column ("" for none).
+        vals: ``(rows, columns) float`` cell values (NaN for empty cells).
+        lim: The colour scale's half-range.
+    """
     for i, row in enumerate(text):
         for j, s in enumerate(row):
             if s:
@@ -150,4 +157,3 @@ def _draw(ax, vals: np.ndarray, text: Sequence[Sequence[str]], rows: Sequence[st
                 dark = math.isfinite(v) and abs(v) > 0.6 * lim
                 ax.text(j, i, s, ha="center", va="center", fontsize=7,
                         color="white" if dark else "black")
-    fig.colorbar(im, ax=ax, shrink=0.8).set_label(label, fontsize=8)
