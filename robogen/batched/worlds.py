@@ -228,6 +228,30 @@ class BatchedWorlds:
         """Wait for the device to finish the queued steps (for timing)."""
         self._wp.synchronize_device(self.device)
 
+    def tensor(self, name: str) -> Any:
+        """A zero-copy torch view of a device array (DLPack through ``warp.to_torch``).
+
+        Args:
+            name: A ``Data`` field (``qpos``, ``qvel``, ``ctrl``, ``xpos``, ``site_xpos``,
+                ``sensordata``, ...) or ``"m."`` + a ``Model`` field (``m.body_mass``).
+
+        Returns:
+            ``torch.Tensor`` on the worlds' device sharing memory with MJWarp's array:
+            ``(worlds, *shape)`` for ``Data`` fields, ``(rows, *shape)`` for model fields
+            (rows 1 when shared); warp vector dtypes add their trailing dimension
+            (``xpos``: ``(worlds, nbody, 3)``); float32 for real-valued fields. Writing into
+            it writes the worlds' state.
+
+        Raises:
+            InvalidSpecError: On an unknown field name.
+        """
+        owner, field = (self.m, name[2:]) if name.startswith("m.") else (self.d, name)
+        arr = getattr(owner, field, None)
+        if arr is None or not hasattr(arr, "dtype"):
+            raise InvalidSpecError(f"MJWarp has no array {name!r}; expected a Data field "
+                                   "(qpos, qvel, ctrl, xpos, site_xpos, ...) or 'm.<Model field>'")
+        return self._wp.to_torch(arr)
+
     @property
     def qpos(self) -> NDArray[np.float64]:
         """Joint positions ``(worlds, nq)`` float64 (copy)."""
