@@ -30,13 +30,13 @@ CPU 3.37 s + 0.033 s per condition + 4.65 ms per episode (wall 10.5 s + 0.78 s p
 episodes (unit hand-over, resets), figures 0.16 -> 0.34 s CPU from 2 to 17 conditions, report
 build 0.02 s: no fixed per-condition cost of ~0.5 s is left to remove there.
 
-Last measured (N=200, 4 pairs, SB3 on torch's default threads, quiet machine, load ~1):
-wall 0.99x (pairs 0.98, 0.95, 1.01, 1.10), CPU 0.78x; a second set of 4 pairs 1.02x (1.05, 0.85,
-1.17, 0.99), CPU 0.75x: median of all 8 pairs 1.00. Staged: robogen imports 0.81 s (CLI,
-configs, store, reports) + 1.95 s (torch, SB3, gymnasium, MuJoCo), set-up 0.22 s, rollouts and
-Parquet 4.61 s, report 0.74 s; SB3 imports 1.96 s, envs 0.24 s, ``PPO.load`` 1.80 s,
-``evaluate_policy`` 4.24 s wall (8.3 s CPU: two threads). Under load SB3's default threads
-contend (48-80 s a run at load ~3), so only quiet-machine ratios mean anything.
+Last measured (N=200, 2 x 4 pairs, load 1.5-5): against SB3 on one torch thread wall 1.05x,
+CPU 1.10x and 1.11x (pairs 1.04-1.17); staged: robogen imports 0.38 s CPU (CLI, configs, store,
+reports) + 0.95 s (torch, SB3, gymnasium, MuJoCo), set-up 0.05 s, rollouts and Parquet 1.16 s,
+report 0.05 s in-process (plots in the plot process); SB3 imports 1.06 s, envs 0.07 s,
+``PPO.load`` 0.87 s, ``evaluate_policy`` 1.00 s. Against SB3 on torch's default threads the
+ratio is 0.93-1.02 on a quiet machine and 0.16 under load (its threads contend), so only the
+one-thread comparison measures robogen's own cost.
 What made ``robogen eval`` cheaper (numbers in docs/benchmarks.md):
 
 * SB3 policy: deterministic PPO/A2C actions are the Gaussian's mean computed directly
