@@ -44,7 +44,7 @@ class StepOutcome:
     Attributes:
         reward: ``(N,)`` float32 reward of this step.
         terminated: ``(N,)`` bool: the env's own termination (Hopper fell; a tabletop
-            object left the table), not the step limit.
+            task succeeded), not the step limit.
         success: ``(N,)`` bool: ``info["success"]`` the serial env reports at this step
             (for rules decided at the episode's last step: only where ``last`` is True).
     """
@@ -130,8 +130,4 @@ def _load_families() -> None:
     import importlib
 
     for name in ("gymnasium_v5", "tabletop"):
-        try:
-            importlib.import_module(f"robogen.batched.tasks.{name}")
-        except ModuleNotFoundError as e:  # a family module not written yet
-            if e.name != f"robogen.batched.tasks.{name}":
-                raise
+        importlib.import_module(f"robogen.batched.tasks.{name}")
