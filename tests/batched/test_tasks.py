@@ -263,3 +263,35 @@ def test_tabletop_step_matches_serial_env(env_id: str) -> None:
     task.on_reset(worlds, [int(np.flatnonzero(won)[0])], envs[:1])
     assert not task.succeeded.any()
     assert np.abs(got["obs"][-1][0] - got["obs"][-1][1]).max() > 100 * OBS_ATOL
+
+
+@needs_mjwarp
+def test_push_success_reads_each_worlds_table_top() -> None:
+    """Push's "box on the table" uses each world's table height (a per-world ``body_pos``),
+    as the serial env reads its own model's: a box at the target, resting on the nominal
+    table, succeeds in the nominal world and not where the table was raised 5 cm."""
+    import mujoco
+    import torch
+
+    from robogen.batched import BatchedWorlds
+    from robogen.batched.tasks import batched_task
+    from robogen.envs import scene as sc
+
+    env = make("robogen/Push-v0")
+    env.reset(seed=0)
+    scene: Any = find_scene(env)
+    model, data = scene.model, scene.data
+    adr = model.joint(sc.OBJECT_JOINT).qposadr[0]
+    data.qpos[adr:adr + 2] = data.mocap_pos[model.body_mocapid[model.body("target").id], :2]
+    mujoco.mj_forward(model, data)
+    assert scene.step(np.zeros(6))[2]  # the serial env: success (terminated) here
+    worlds = BatchedWorlds(model, 2, data=data)
+    body_pos = np.repeat(model.body_pos[None], 2, axis=0)
+    body_pos[1, model.body("table").id, 2] += 0.05
+    worlds.set_fields({"body_pos": body_pos})
+    task = batched_task("robogen/Push-v0", env, worlds)
+    worlds.set_states_from([data, data])
+    out = task.outcome(worlds, torch.zeros(2, 6), last=torch.zeros(2, dtype=torch.bool),
+                       episode_return=torch.zeros(2))
+    assert out.success.tolist() == [True, False]
+    assert out.terminated.tolist() == [True, False]
