@@ -40,20 +40,19 @@ Run directory (resumable: a killed run redoes nothing it saved)::
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import re
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
 from robogen.errors import InvalidSpecError, UnknownNameError
-from robogen.scaling.bc import BCConfig, check_image_size
+from robogen.scaling.bc import check_image_size
 from robogen.scaling.demos import BASE_FACTOR, EXPERT_TASKS, value_factor
-from robogen.scaling.loop import OTHER_SETTINGS, VISUAL_FOR_STATE, default_bc_config
+from robogen.scaling.loop import OTHER_SETTINGS, VISUAL_FOR_STATE, RunSettings
 from robogen.scaling.pipeline import (
     ModelJob,
     changed_settings,
@@ -97,7 +96,7 @@ curve at 8 values)."""
 
 
 @dataclass(frozen=True)
-class DiversityConfig:
+class DiversityConfig(RunSettings):
     """What a diversity run measures (stored as ``diversity.json``; a rerun must match)."""
 
     task: str
@@ -114,43 +113,8 @@ class DiversityConfig:
     """Held-out ``test`` values each model is evaluated on."""
     eval_episodes: int = 5
     """Evaluation episodes per held-out value."""
-    seeds: int = 2
-    """Training seeds per grid cell."""
-    obs_mode: str = "state"
-    """Observation of the BC policies: ``state``, ``pixels`` or ``state+pixels``."""
-    seed: int = 0
-    """Run seed of demonstrations, evaluation episodes and the bootstrap."""
-    severity: float = 1.0
-    """Severity of the values, in (0, 1]."""
-    image_size: int = 84
-    """Side of the recorded and evaluated images [px]."""
-    bc: BCConfig = field(default_factory=default_bc_config)
-    """Behaviour-cloning settings."""
-    n_boot: int = 500
-    """Bootstrap refits per curve."""
-    eval_batch_size: int = 10
-    """Episodes per evaluation work unit."""
-    collect_batch_size: int = 8
-    """Episodes per demonstration chunk."""
 
-    def train_seed(self, s: int) -> int:
-        """Seed of training seed index ``s`` (distinct per run seed)."""
-        return 1000 * self.seed + s
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON form (``bc`` as a dict)."""
-        d = dataclasses.asdict(self)
-        d["bc"] = self.bc.to_dict()
-        return json.loads(json.dumps(d))
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> DiversityConfig:
-        """Inverse of :meth:`to_dict`."""
-        kw = dict(d)
-        kw["bc"] = BCConfig.from_dict(kw["bc"])
-        for k in ("factors", "values", "per_value"):
-            kw[k] = tuple(kw[k])
-        return cls(**kw)
+    TUPLE_FIELDS: ClassVar[tuple[str, ...]] = ("factors", "values", "per_value")
 
 
 def parse_grid(value: str | Sequence[int], flag: str = "--values") -> tuple[int, ...]:

@@ -45,7 +45,7 @@ import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar, Self
 
 import numpy as np
 
@@ -131,24 +131,15 @@ def default_bc_config(obs_mode: str = "state", **overrides: Any) -> BCConfig:
     return BCConfig(**base)
 
 
-@dataclass(frozen=True)
-class ScaleConfig:
-    """What a scaling run measures (stored as ``scale.json``; a rerun must match)."""
+@dataclass(frozen=True, kw_only=True)
+class RunSettings:
+    """Settings every scaling run shares (``robogen scale`` and its diversity grid):
+    training seeds, observations, BC, evaluation batching and the bootstrap. Subclasses add
+    what they measure and list their tuple-valued fields in ``TUPLE_FIELDS`` (JSON lists
+    read back as tuples)."""
 
-    task: str
-    """Built-in task id with a scripted expert (``robogen/Reach-v0``)."""
-    factors: tuple[str, ...]
-    """Axes measured one at a time."""
-    points: tuple[int, ...] = (0, 10, 20, 40)
-    """Demonstrations added per curve at each point (>= 3 distinct, sorted)."""
-    pairs: tuple[str, ...] = ()
-    """Pairs of factors measured together (``lighting+texture``)."""
-    base: int = 20
-    """Nominal expert demonstrations every model is trained on."""
-    eval_episodes: int = 50
-    """Evaluation episodes per model on the held-out ``test`` condition."""
     seeds: int = 2
-    """Training seeds per point."""
+    """Training seeds per grid point."""
     obs_mode: str = "state"
     """Observation of the BC policies: ``state``, ``pixels`` or ``state+pixels``."""
     seed: int = 0
@@ -166,10 +157,7 @@ class ScaleConfig:
     collect_batch_size: int = 8
     """Episodes per demonstration chunk."""
 
-    @property
-    def curves(self) -> tuple[str, ...]:
-        """Curve names: the factors, then the pairs."""
-        return (*self.factors, *self.pairs)
+    TUPLE_FIELDS: ClassVar[tuple[str, ...]] = ()
 
     def train_seed(self, s: int) -> int:
         """Seed of training seed index ``s`` (distinct per run seed)."""
@@ -182,13 +170,38 @@ class ScaleConfig:
         return json.loads(json.dumps(d))
 
     @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> ScaleConfig:
+    def from_dict(cls, d: Mapping[str, Any]) -> Self:
         """Inverse of :meth:`to_dict`."""
         kw = dict(d)
         kw["bc"] = BCConfig.from_dict(kw["bc"])
-        for k in ("factors", "points", "pairs"):
+        for k in cls.TUPLE_FIELDS:
             kw[k] = tuple(kw[k])
         return cls(**kw)
+
+
+@dataclass(frozen=True)
+class ScaleConfig(RunSettings):
+    """What a scaling run measures (stored as ``scale.json``; a rerun must match)."""
+
+    task: str
+    """Built-in task id with a scripted expert (``robogen/Reach-v0``)."""
+    factors: tuple[str, ...]
+    """Axes measured one at a time."""
+    points: tuple[int, ...] = (0, 10, 20, 40)
+    """Demonstrations added per curve at each point (>= 3 distinct, sorted)."""
+    pairs: tuple[str, ...] = ()
+    """Pairs of factors measured together (``lighting+texture``)."""
+    base: int = 20
+    """Nominal expert demonstrations every model is trained on."""
+    eval_episodes: int = 50
+    """Evaluation episodes per model on the held-out ``test`` condition."""
+
+    TUPLE_FIELDS: ClassVar[tuple[str, ...]] = ("factors", "points", "pairs")
+
+    @property
+    def curves(self) -> tuple[str, ...]:
+        """Curve names: the factors, then the pairs."""
+        return (*self.factors, *self.pairs)
 
 
 @dataclass(frozen=True)
