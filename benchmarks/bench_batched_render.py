@@ -17,11 +17,19 @@ the policy camera at the policy's size (``front``, 84x84):
 The render context (BVH build, texture upload) and the first batch frame, which compiles
 the render kernel (cached after that in ``$WARP_CACHE_PATH`` or ``~/.cache/warp``), are
 untimed and printed separately ("warm-up s").
-Rounds alternate the two ways (the machine is noisy); the median round is reported. Usage:
+Rounds alternate the two ways (the machine is noisy); the median round is reported.
+
+``--distance ENV:CAMERA,...`` prints instead the image distance between the two renderers'
+frames of the same states (4 states per env: reset seeds 0-3, seed ``s`` followed by
+``5 s`` random env steps): the mean absolute difference in 0-255 levels per channel, and
+the fraction of pixels whose channels all differ by at most 16 levels (the measures
+``tests/batched/test_render.py`` bounds). Usage:
 
     python benchmarks/bench_batched_render.py [--env robogen/Push-v0] [--worlds 16,64,256]
                                               [--frames 5] [--rounds 3] [--size 84]
                                               [--device cpu] [--host] [--json OUT.jsonl]
+    python benchmarks/bench_batched_render.py --distance robogen/Push-v0:front,\
+        gymnasium/HalfCheetah-v5:track
 """
 
 from __future__ import annotations
@@ -35,6 +43,7 @@ import time
 os.environ.setdefault("MUJOCO_GL", "egl")
 
 import mujoco  # noqa: E402
+import numpy as np  # noqa: E402
 
 from robogen.batched import BatchedWorlds, BatchRenderer  # noqa: E402
 from robogen.envs import find_scene, make  # noqa: E402
@@ -75,6 +84,36 @@ def _batch(renderer: BatchRenderer, reps: int, host: bool) -> float:
     return time.perf_counter() - t0
 
 
+def distance(env_id: str, camera: str, size: int, device: str) -> None:
+    """Print the image distance of the batch renderer's frames to the OpenGL frames."""
+    env = make(env_id)
+    scene = find_scene(env)
+    model, datas = scene.model, []
+    env.action_space.seed(0)
+    for seed in range(4):
+        env.reset(seed=seed)
+        for _ in range(5 * seed):
+            env.step(env.action_space.sample())
+        d = mujoco.MjData(model)
+        for f in ("qpos", "qvel", "act", "mocap_pos", "mocap_quat", "ctrl"):
+            getattr(d, f)[:] = getattr(scene.data, f)
+        mujoco.mj_forward(model, d)
+        datas.append(d)
+    worlds = BatchedWorlds(model, len(datas), device=device, data=datas[0])
+    worlds.set_states_from(datas)
+    batch = BatchRenderer(worlds, camera, size, size).render_numpy().astype(np.int64)
+    frames = SceneFrames()
+    cam = frames.camera_id(model, camera)
+    mad, agree = [], []
+    for i, d in enumerate(datas):
+        diff = np.abs(frames.draw(model, d, cam, size, size).astype(np.int64) - batch[i])
+        mad.append(float(diff.mean()))
+        agree.append(float((diff.max(axis=-1) <= 16).mean()))
+    frames.close()
+    print(f"{env_id:<26} {camera:<8} mean |diff| {min(mad):.2f}-{max(mad):.2f} levels, "
+          f"pixels within 16 levels {min(agree):.3f}-{max(agree):.3f}", flush=True)
+
+
 def main() -> None:
     """Run the comparison and print frames/s and ratios."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -87,7 +126,14 @@ def main() -> None:
     ap.add_argument("--device", default="cpu", help="warp device: cpu, cuda:0")
     ap.add_argument("--host", action="store_true", help="copy each batch of frames to the host")
     ap.add_argument("--json", default=None, help="append one JSON line per row here")
+    ap.add_argument("--distance", default=None,
+                    help="ENV:CAMERA,...: print image distances to OpenGL instead")
     args = ap.parse_args()
+    if args.distance:
+        for item in args.distance.split(","):
+            env_id, _, camera = item.rpartition(":")
+            distance(env_id, camera, args.size, args.device)
+        return
     print(f"env={args.env} device={args.device} {args.size}x{args.size} "
           f"frames/round={args.frames} rounds={args.rounds} host-copy={args.host} "
           f"(GPU speed is unmeasured unless --device is a GPU)")
