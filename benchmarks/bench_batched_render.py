@@ -23,7 +23,9 @@ Rounds alternate the two ways (the machine is noisy); the median round is report
 frames of the same states (4 states per env: reset seeds 0-3, seed ``s`` followed by
 ``5 s`` random env steps): the mean absolute difference in 0-255 levels per channel, and
 the fraction of pixels whose channels all differ by at most 16 levels (the measures
-``tests/batched/test_render.py`` bounds). Usage:
+``tests/batched/test_render.py`` bounds); ``--no-specular`` zeroes the lights' specular
+colour in both renderers first (the specular highlights are where the two differ most).
+Usage:
 
     python benchmarks/bench_batched_render.py [--env robogen/Push-v0] [--worlds 16,64,256]
                                               [--frames 5] [--rounds 3] [--size 84]
@@ -84,11 +86,15 @@ def _batch(renderer: BatchRenderer, reps: int, host: bool) -> float:
     return time.perf_counter() - t0
 
 
-def distance(env_id: str, camera: str, size: int, device: str) -> None:
-    """Print the image distance of the batch renderer's frames to the OpenGL frames."""
+def distance(env_id: str, camera: str, size: int, device: str, specular: bool = True) -> None:
+    """Print the image distance of the batch renderer's frames to the OpenGL frames
+    (``specular=False``: with the lights' and headlight's specular colour zeroed in both)."""
     env = make(env_id)
     scene = find_scene(env)
     model, datas = scene.model, []
+    if not specular:
+        model.light_specular[:] = 0.0
+        model.vis.headlight.specular[:] = 0.0
     env.action_space.seed(0)
     for seed in range(4):
         env.reset(seed=seed)
@@ -110,7 +116,8 @@ def distance(env_id: str, camera: str, size: int, device: str) -> None:
         mad.append(float(diff.mean()))
         agree.append(float((diff.max(axis=-1) <= 16).mean()))
     frames.close()
-    print(f"{env_id:<26} {camera:<8} mean |diff| {min(mad):.2f}-{max(mad):.2f} levels, "
+    tag = "" if specular else "no-spec "
+    print(f"{env_id:<26} {camera:<8} {tag}mean |diff| {min(mad):.2f}-{max(mad):.2f} levels, "
           f"pixels within 16 levels {min(agree):.3f}-{max(agree):.3f}", flush=True)
 
 
@@ -128,11 +135,13 @@ def main() -> None:
     ap.add_argument("--json", default=None, help="append one JSON line per row here")
     ap.add_argument("--distance", default=None,
                     help="ENV:CAMERA,...: print image distances to OpenGL instead")
+    ap.add_argument("--no-specular", action="store_true",
+                    help="with --distance: zero the lights' specular colour in both renderers")
     args = ap.parse_args()
     if args.distance:
         for item in args.distance.split(","):
             env_id, _, camera = item.rpartition(":")
-            distance(env_id, camera, args.size, args.device)
+            distance(env_id, camera, args.size, args.device, not args.no_specular)
         return
     print(f"env={args.env} device={args.device} {args.size}x{args.size} "
           f"frames/round={args.frames} rounds={args.rounds} host-copy={args.host} "
