@@ -86,7 +86,8 @@ def _batch(renderer: BatchRenderer, reps: int, host: bool) -> float:
     return time.perf_counter() - t0
 
 
-def distance(env_id: str, camera: str, size: int, device: str, specular: bool = True) -> None:
+def distance(env_id: str, camera: str, size: int, device: str, specular: bool = True,
+             batch_specular: bool = True) -> None:
     """Print the image distance of the batch renderer's frames to the OpenGL frames
     (``specular=False``: with the lights' and headlight's specular colour zeroed in both)."""
     env = make(env_id)
@@ -107,7 +108,8 @@ def distance(env_id: str, camera: str, size: int, device: str, specular: bool = 
         datas.append(d)
     worlds = BatchedWorlds(model, len(datas), device=device, data=datas[0])
     worlds.set_states_from(datas)
-    batch = BatchRenderer(worlds, camera, size, size).render_numpy().astype(np.int64)
+    batch = BatchRenderer(worlds, camera, size, size, specular=batch_specular).render_numpy(
+    ).astype(np.int64)
     frames = SceneFrames()
     cam = frames.camera_id(model, camera)
     mad, agree = [], []
@@ -116,7 +118,7 @@ def distance(env_id: str, camera: str, size: int, device: str, specular: bool = 
         mad.append(float(diff.mean()))
         agree.append(float((diff.max(axis=-1) <= 16).mean()))
     frames.close()
-    tag = "" if specular else "no-spec "
+    tag = ("" if specular else "no-spec ") + ("" if batch_specular else "batch-no-spec ")
     print(f"{env_id:<26} {camera:<8} {tag}mean |diff| {min(mad):.2f}-{max(mad):.2f} levels, "
           f"pixels within 16 levels {min(agree):.3f}-{max(agree):.3f}", flush=True)
 
@@ -137,11 +139,14 @@ def main() -> None:
                     help="ENV:CAMERA,...: print image distances to OpenGL instead")
     ap.add_argument("--no-specular", action="store_true",
                     help="with --distance: zero the lights' specular colour in both renderers")
+    ap.add_argument("--batch-specular", type=int, default=1,
+                    help="with --distance: BatchRenderer(specular=...) (0: no highlights)")
     args = ap.parse_args()
     if args.distance:
         for item in args.distance.split(","):
             env_id, _, camera = item.rpartition(":")
-            distance(env_id, camera, args.size, args.device, not args.no_specular)
+            distance(env_id, camera, args.size, args.device, not args.no_specular,
+                     bool(args.batch_specular))
         return
     print(f"env={args.env} device={args.device} {args.size}x{args.size} "
           f"frames/round={args.frames} rounds={args.rounds} host-copy={args.host} "

@@ -16,18 +16,20 @@ same state by a small image distance (``tests/batched/test_render.py`` pins it;
 
 * **Geometry, colours, materials**: primitives and meshes, ``geom_rgba``/``mat_rgba`` (the
   same material rule as ``mjv``: a material's colour when the geom's is MuJoCo's default),
-  specular and emission; geoms with alpha 0 are not drawn (distractor slots); alpha
-  between 0 and 1 is drawn opaque (OpenGL blends it). Geom groups 0-2 are drawn.
+  emission, and no specular highlights by default (:data:`SPECULAR`); geoms with alpha 0
+  are not drawn (distractor slots); alpha between 0 and 1 is drawn opaque (OpenGL blends
+  it). Geom groups 0-2 are drawn.
 * **Textures**: 2D textures sampled bilinearly (OpenGL: mipmapped), and the skybox on rays
   that hit nothing when the model has one (else black, as OpenGL's clear colour). Texture
   pixels are not MJWarp model fields: per-world textures (the ``texture`` and
   ``background`` axes) are extra textures of this renderer selected per world through
   ``mat_texid`` and the skybox id (:meth:`BatchRenderer.set_textures`).
-* **Lights**: each light's position, direction, ambient, diffuse, specular, attenuation and
-  cutoff are per-world fields (the ``lighting`` axis); the headlight is one constant of
-  the render kernel, the same in every world (a lighting draw on the headlight is refused:
-  :func:`~robogen.batched.fields.check_batchable`). Shading is per pixel (OpenGL: per
-  pixel too, in MuJoCo's fixed shader), without OpenGL's fog or reflections.
+* **Lights**: each light's position, direction, ambient, diffuse, specular (drawn with
+  ``specular=True``), attenuation and cutoff are per-world fields (the ``lighting`` axis);
+  the headlight is one constant of the render kernel, the same in every world (a lighting
+  draw on the headlight is refused: :func:`~robogen.batched.fields.check_batchable`).
+  Not drawn: reflections (``mat_reflectance``: OpenGL mirrors the scene into reflective
+  planes, e.g. the Gymnasium envs' floors) and fog.
 * **Shadows**: ray-traced hard shadows from lights whose ``light_castshadow`` is set,
   when the model asks for shadows (``vis.quality.shadowsize > 0``, as the OpenGL renderer
   decides); an occluded point keeps 30 % of the light's direct term (OpenGL's shadow map
@@ -58,6 +60,14 @@ BAD_SIZE = "{what} must be an int >= 1, got {value!r}; pass the policy's image s
 BAD_TEXTURES = ("tex_data must have shape {expected} (one row of model.tex_data per world), "
                 "got {got}")
 
+SPECULAR = False
+"""Whether specular highlights are drawn by default: no. robogen's OpenGL frames show
+almost none of the lights' specular term, while MJWarp's per-pixel highlights brighten the
+tabletop frames by 3.2 levels on average; without them the batch frame is 4x closer to the
+OpenGL frame of the same state (mean |diff| 0.9-1.1 levels instead of 3.5-3.7 on Push,
+Reach, PickPlace; ``benchmarks/bench_batched_render.py --distance ... --batch-specular 0``).
+The lighting axis's ``light_specular`` change is then not drawn (nor visible in OpenGL's)."""
+
 SHADOW_FRACTION = 0.3
 """Fraction of a light's direct term that reaches a shadowed point (MJWarp's default)."""
 
@@ -73,6 +83,7 @@ class BatchRenderer:
         height: Image height [px].
         shadows: Trace shadows of lights with ``light_castshadow`` (None: when the model
             asks for them, ``vis.quality.shadowsize > 0``, as the OpenGL renderer does).
+        specular: Draw specular highlights (:data:`SPECULAR`).
 
     Raises:
         InvalidSpecError: On an unknown camera or a size < 1.
@@ -80,7 +91,8 @@ class BatchRenderer:
     """
 
     def __init__(self, worlds: BatchedWorlds, camera: str | int, width: int = 84,
-                 height: int = 84, *, shadows: bool | None = None) -> None:
+                 height: int = 84, *, shadows: bool | None = None,
+                 specular: bool = SPECULAR) -> None:
         for what, value in (("width", width), ("height", height)):
             if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
                 raise InvalidSpecError(BAD_SIZE.format(what=what, value=value))
@@ -98,7 +110,7 @@ class BatchRenderer:
                 render_depth=False, render_seg=False, cam_active=[self.camera],
                 use_textures=True, use_shadows=self.shadows, render_skybox=bool(skyboxes),
                 use_precomputed_rays=False,  # per-world cam_fovy (the camera axis)
-                shadow_light_fraction=SHADOW_FRACTION)
+                shadow_light_fraction=SHADOW_FRACTION, enable_specular=specular)
         self._base_textures = list(self.rc.textures_registry)
         self._variants: list[NDArray[np.uint8]] = []  # pixels of the extra textures
         self._texture_ids = np.tile(np.arange(model.ntex), (worlds.worlds, 1))

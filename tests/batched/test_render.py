@@ -37,10 +37,14 @@ WORLDS: tuple[tuple[tuple[AxisLevel, ...], int], ...] = (
     ((AxisLevel("texture", 0.0), AxisLevel("camera", 0.0)), 30),
 )
 
-OPENGL_MAD = 4.5
+OPENGL_MAD = 1.5
 """Largest mean absolute difference [0-255 levels per channel] between the batch renderer's
-nominal frame and the OpenGL frame of the same state (tabletop 84x84; measured 3.5-3.7 on
+nominal frame and the OpenGL frame of the same state (tabletop 84x84; measured 0.91-1.05 on
 Push, Reach and PickPlace: docs/benchmarks.md)."""
+PERTURBED_OPENGL_MAD = 8.0
+"""The same for the perturbed worlds here vs OpenGL on their CPU models (measured 0.73
+camera, 1.05 distractors, 1.77 texture, 3.76 background: bilinear vs mipmapped textures,
+5.92 lighting: this draw turns shadows on, ray-traced vs OpenGL's shadow map)."""
 OPENGL_TOL = 16
 """A pixel 'agrees' when no channel differs by more than this many levels."""
 OPENGL_AGREE = 0.985
@@ -147,13 +151,14 @@ def test_each_visual_axis_changes_its_frame_and_nominal_frames_are_equal(
     assert torch.equal(frames[0], frames[-1])  # unperturbed worlds: the nominal frame exactly
     f = frames.numpy().astype(np.int64)
     for k, axis in enumerate(VISUAL, start=1):
+        assert not np.array_equal(f[k], f[0]), axis
         mad = np.abs(f[k] - f[0]).mean()
-        assert mad > 1.0, (axis, mad)  # measured 3.4 (distractors) to 58 (lighting)
+        assert mad > 0.5, (axis, mad)  # measured 1.13 (distractors) to 67 (lighting)
     # a perturbed world's frame is close to the OpenGL frame of its own CPU model and state
     draw = SceneFrames()
     for k, (model, data, _) in enumerate(batch["cpu"]):
         gl = draw.draw(model, data, draw.camera_id(model, "front"), SIZE, SIZE)
-        assert np.abs(gl.astype(np.int64) - f[k]).mean() < 2 * OPENGL_MAD, VISUAL[k - 1]
+        assert np.abs(gl.astype(np.int64) - f[k]).mean() < PERTURBED_OPENGL_MAD, k
     draw.close()
 
 
