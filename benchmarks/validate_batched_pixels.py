@@ -17,6 +17,7 @@ paired outcomes. Usage::
 
     python benchmarks/validate_batched_pixels.py [--policies push_pixels_plain,...]
                                                  [--episodes 200] [--env robogen/Push-v0]
+                                                 [--specular]
 """
 
 from __future__ import annotations
@@ -42,7 +43,8 @@ from robogen.stats import wilson_interval  # noqa: E402
 ASSETS = Path(__file__).resolve().parents[1] / "robogen" / "assets" / "policies"
 
 
-def _run(env_id: str, policy_dir: str, episodes: int, batch: bool) -> np.ndarray:
+def _run(env_id: str, policy_dir: str, episodes: int, batch: bool, specular: bool = False
+         ) -> np.ndarray:
     """Success (bool per episode) of the policy on ``episodes`` nominal episodes."""
     envs = [make(env_id, obs_mode="state+pixels") for _ in range(episodes)]
     e0 = envs[0]
@@ -56,7 +58,7 @@ def _run(env_id: str, policy_dir: str, episodes: int, batch: bool) -> np.ndarray
     if batch:
         model = scenes[0].model
         worlds = BatchedWorlds(model, episodes, data=scenes[0].data)
-        renderer = BatchRenderer(worlds, "front", 84, 84)
+        renderer = BatchRenderer(worlds, "front", 84, 84, specular=specular)
     done = np.zeros(episodes, dtype=bool)
     success = np.zeros(episodes, dtype=bool)
     while not done.all():
@@ -84,12 +86,14 @@ def main() -> None:
     ap.add_argument("--env", default="robogen/Push-v0")
     ap.add_argument("--policies", default="push_pixels_plain,push_pixels_augmented")
     ap.add_argument("--episodes", type=int, default=200)
+    ap.add_argument("--specular", action="store_true",
+                    help="draw MJWarp's specular highlights (BatchRenderer(specular=True))")
     args = ap.parse_args()
     for name in args.policies.split(","):
         t0 = time.perf_counter()
         gl = _run(args.env, name, args.episodes, batch=False)
         t1 = time.perf_counter()
-        bt = _run(args.env, name, args.episodes, batch=True)
+        bt = _run(args.env, name, args.episodes, batch=True, specular=args.specular)
         t2 = time.perf_counter()
         only_gl, only_bt = int((gl & ~bt).sum()), int((bt & ~gl).sum())
         p = binomtest(only_gl, only_gl + only_bt).pvalue if only_gl + only_bt else 1.0

@@ -132,8 +132,10 @@ class BatchRenderer:
         with wp.ScopedDevice(w.device):
             mjw.refit_bvh(w.m, w.d, self.rc)
             mjw.render(w.m, w.d, self.rc)
-        # packed as 0xAARRGGBB per pixel (uint32; viewed as int32 for torch's bit ops)
-        packed = wp.to_torch(self.rc.rgb_data).view(torch.int32)
+        packed = wp.to_torch(self.rc.rgb_data).view(torch.int32)  # 0xAARRGGBB per pixel
+        if packed.device.type == "cuda":  # torch's stream waits for warp's render, on the GPU
+            torch.cuda.current_stream(packed.device).wait_stream(
+                wp.stream_to_torch(wp.get_stream(w.device)))
         rgb = torch.stack(((packed >> 16) & 0xFF, (packed >> 8) & 0xFF, packed & 0xFF), dim=-1)
         return rgb.to(torch.uint8).view(w.worlds, self.height, self.width, 3)
 
