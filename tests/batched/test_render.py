@@ -246,3 +246,35 @@ def test_tracking_camera_of_a_gymnasium_env_moves_per_world() -> None:
         gl = draw.draw(model, data, draw.camera_id(model, "track"), SIZE, SIZE)
         assert np.abs(gl.astype(np.int64) - frames[i]).mean() < GYM_OPENGL_MAD, i
     draw.close()
+
+
+def test_skybox_and_floor_textures_per_world_in_a_gymnasium_env() -> None:
+    """HalfCheetah's background draw repaints its skybox and floor textures: world 1 samples
+    the CPU model's new pixels (the skybox through the per-world skybox id), world 0 the
+    model's own, and only world 1's frame changes."""
+    from robogen.batched import BatchedWorlds, BatchRenderer, sample_perturbations, world_fields
+
+    env_id = "gymnasium/HalfCheetah-v5"
+    scene = find_scene(make(env_id))
+    nominal = copy.copy(scene.model)
+    levels = (AxisLevel("background", 1.0),)
+    env = PerturbedEnv(make(env_id), levels)
+    env.reset(seed=0, options={"perturbation_seed": 5})
+    model, data = copy.copy(find_scene(env).model), copy.copy(find_scene(env).data)
+    fields = world_fields(nominal, scene, [(), sample_perturbations(scene, levels, 5)])
+    worlds = BatchedWorlds(nominal, 2, data=data)
+    renderer = BatchRenderer(worlds, "track", SIZE, SIZE)
+    worlds.set_states_from([data, data])
+    before = renderer.render_numpy()
+    renderer.install(fields)
+    worlds.set_states_from([data, data])
+    after = renderer.render_numpy()
+    skybox = int(np.flatnonzero(nominal.tex_type == int(mujoco.mjtTexture.mjTEXTURE_SKYBOX))[0])
+    ids = renderer.texture_ids()
+    assert (ids[0] == np.arange(nominal.ntex)).all() and ids[1, skybox] >= nominal.ntex
+    for t in range(nominal.ntex):
+        assert np.array_equal(renderer.texture_pixels(0, t), _texture(nominal, t)), t
+        assert np.array_equal(renderer.texture_pixels(1, t), _texture(model, t)), t
+    assert np.array_equal(after[0], before[0])
+    top = slice(0, SIZE // 3)  # the sky: the skybox variant is drawn
+    assert np.abs(after[1, top].astype(np.int64) - before[1, top]).mean() > 10.0
