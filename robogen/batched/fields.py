@@ -86,7 +86,8 @@ def sample_perturbations(scene: MujocoScene, levels: Sequence[AxisLevel], pertur
 
     Raises:
         InvalidSpecError: On an axis outside :data:`BATCHED_AXES`, or a draw that edits
-            the model structure (embodiment link lengths).
+            the model structure (embodiment link lengths, spec-mode distractors), the
+            headlight (a scene without named lights) or collides (physical distractors).
         InvalidPerturbationError: On a bad severity or split.
     """
     perts: list[Perturbation] = []
