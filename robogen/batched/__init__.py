@@ -7,8 +7,12 @@ The first layer of the batched backend (``docs/dev/batched-plan.md``):
   ``qpos``/``qvel`` back; :func:`load_mjwarp` imports the extra or raises
   :class:`~robogen.errors.DependencyMissingError` naming its install command.
 * :mod:`robogen.batched.fields`: the per-world model fields of the batchable axes
-  (``physics``, and ``embodiment`` when only its model fields change), written exactly
-  as the CPU axis writes them for that episode.
+  (``physics``, ``embodiment`` when only its model fields change, and the visual axes
+  ``lighting``, ``camera``, ``texture``, ``background``, visual-only ``distractors``),
+  written exactly as the CPU axis writes them for that episode.
+* :mod:`robogen.batched.render`: :class:`BatchRenderer` draws every world's pixel
+  observation at once with MJWarp's batch ray tracer, as a ``(worlds, height, width, 3)
+  uint8`` torch tensor on the worlds' device.
 
 Only this package imports ``warp`` and ``mujoco_warp``, and only inside functions, so
 ``import robogen.batched`` works without the extra. Install it with
@@ -19,6 +23,7 @@ from __future__ import annotations
 
 from robogen.batched.fields import (
     BATCHED_AXES,
+    RENDER_FIELDS,
     UNBATCHABLE_AXIS,
     check_batchable,
     get_field,
@@ -27,10 +32,12 @@ from robogen.batched.fields import (
     sample_perturbations,
     world_fields,
 )
+from robogen.batched.render import BatchRenderer
 from robogen.batched.worlds import MJWARP_EXTRA, BatchedWorlds, load_mjwarp
 
 __all__ = [
-    "BATCHED_AXES", "MJWARP_EXTRA", "UNBATCHABLE_AXIS", "BatchedWorlds", "check_batchable",
+    "BATCHED_AXES", "MJWARP_EXTRA", "RENDER_FIELDS", "UNBATCHABLE_AXIS", "BatchRenderer",
+    "BatchedWorlds", "check_batchable",
     "get_field", "install_world_fields", "load_mjwarp", "perturbed_model",
     "sample_perturbations", "world_fields",
 ]

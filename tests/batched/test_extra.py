@@ -27,13 +27,16 @@ def test_bad_world_count_is_refused_before_loading(worlds: object) -> None:
         BatchedWorlds(model, worlds)  # type: ignore[arg-type]
 
 
-@pytest.mark.parametrize(("levels", "match"), [
-    ((AxisLevel("lighting", 1.0),), "axis 'lighting' cannot run on the batched backend"),
-    ((AxisLevel("embodiment", 1.0),), "edits the model structure"),
-], ids=["lighting", "embodiment-lengths"])
+@pytest.mark.parametrize(("env_id", "levels", "match"), [
+    ("robogen/Push-v0", (AxisLevel("sensor", 1.0),),
+     "axis 'sensor' cannot run on the batched backend"),
+    ("robogen/Push-v0", (AxisLevel("embodiment", 1.0),), "edits the model structure"),
+    ("robogen/Push-v0", (AxisLevel("distractors", 1.0),), "physical distractors"),
+    ("gymnasium/Reacher-v5", (AxisLevel("lighting", 1.0),), "edits the headlight"),
+], ids=["sensor", "embodiment-lengths", "physical-distractors", "headlight"])
 def test_unbatchable_draws_are_refused_naming_the_ray_backend(
-        levels: tuple[AxisLevel, ...], match: str) -> None:
-    scene = find_scene(make("robogen/Push-v0"))
+        env_id: str, levels: tuple[AxisLevel, ...], match: str) -> None:
+    scene = find_scene(make(env_id))
     with pytest.raises(InvalidSpecError, match=match) as e:
         sample_perturbations(scene, levels, 3)
     assert "--backend ray" in str(e.value)
