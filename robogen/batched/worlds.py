@@ -209,6 +209,11 @@ class BatchedWorlds:
     def step(self, ctrl: NDArray[np.floating[Any]], nstep: int = 1) -> None:
         """Set ``ctrl`` (worlds, nu) and advance every world by ``nstep`` physics steps."""
         self._write("ctrl", ctrl)
+        self.advance(nstep)
+
+    def advance(self, nstep: int = 1) -> None:
+        """Advance every world by ``nstep`` physics steps with the ``ctrl`` already on the
+        device (written by a :class:`~robogen.batched.tasks.BatchedTask`'s ``apply_action``)."""
         with self._wp.ScopedDevice(self.device):
             for _ in range(nstep):
                 self._mjw.step(self.m, self.d)
