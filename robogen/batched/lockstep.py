@@ -247,14 +247,13 @@ class Lockstep:
         bad = self.running & ~torch.isfinite(actions).all(dim=1)
         actions = torch.where(torch.isfinite(actions), actions, torch.zeros_like(actions))
         self.task.apply_action(w, actions)
-        with self._wp.ScopedDevice(w.device):
-            for _ in range(self.task.frame_skip):
-                self._mjw.step(w.m, w.d)
+        w.advance(self.task.frame_skip)
         last = self.steps + 1 >= self.max_steps
         out = self.task.outcome(w, actions, last=last,
                                 episode_return=self.ret.to(torch.float32))
         reward = out.reward.to(torch.float64)
-        finite = (_finite_rows(torch, self._state["qpos"]) & _finite_rows(torch, self._state["qvel"])
+        finite = (_finite_rows(torch, self._state["qpos"])
+                  & _finite_rows(torch, self._state["qvel"])
                   & _finite_rows(torch, w.tensor("qacc")) & torch.isfinite(reward))
         overflow = (self._overflow.to(torch.int64) & self._overflow_mask) != 0
         live = self.running & ~bad
