@@ -159,6 +159,11 @@ class BatchedBackend:
         if sink is not None and self._placement is not None:
             sink(self._placement)
 
+    @property
+    def lockstep(self) -> Lockstep | None:
+        """The worlds, task, policy and host env once :meth:`start` ran (None before)."""
+        return self._lock
+
     def describe(self) -> BackendInfo:
         """The manifest's record: backend, device, worlds, float32, MJWarp/warp versions."""
         return BackendInfo(kind="batched", device=self.device, worlds=self.n_worlds,
