@@ -211,6 +211,8 @@ def _mean_action_fn(policy: Any) -> Any:
     from stable_baselines3.common.preprocessing import is_image_space, maybe_transpose
     from stable_baselines3.common.utils import obs_as_tensor
 
+    from robogen.policies.sb3_tensor import mean_action_applies
+
     if not mean_action_applies(policy):
         return None
     obs_shape = tuple(policy.observation_space.shape)
@@ -233,24 +235,6 @@ def _mean_action_fn(policy: Any) -> Any:
         return np.clip(actions, low, high)
 
     return mean_action
-
-
-def mean_action_applies(policy: Any) -> bool:
-    """Whether ``policy``'s deterministic action is the plain Gaussian mean that
-    :func:`_mean_action_fn` (and :mod:`robogen.policies.sb3_tensor`) compute: an unmodified
-    ``ActorCriticPolicy`` with a diagonal Gaussian head over ``Box`` spaces."""
-    from gymnasium import spaces
-    from stable_baselines3.common.distributions import DiagGaussianDistribution
-    from stable_baselines3.common.policies import ActorCriticPolicy
-
-    cls = type(policy)
-    return (isinstance(policy, ActorCriticPolicy)
-            and type(getattr(policy, "action_dist", None)) is DiagGaussianDistribution
-            and isinstance(policy.action_space, spaces.Box)
-            and isinstance(policy.observation_space, spaces.Box)
-            and all(getattr(cls, name) is getattr(ActorCriticPolicy, name)
-                    for name in ("predict", "_predict", "get_distribution", "obs_to_tensor",
-                                 "_get_action_dist_from_latent", "extract_features")))
 
 
 def _to_channel_first(x: np.ndarray, space: Any) -> np.ndarray:

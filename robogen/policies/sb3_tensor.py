@@ -14,6 +14,24 @@ from collections.abc import Callable
 from typing import Any
 
 
+def mean_action_applies(policy: Any) -> bool:
+    """Whether ``policy``'s deterministic action is the plain Gaussian mean that
+    ``robogen.policies.sb3``'s numpy fast path and :func:`mean_action_tensor_fn` compute:
+    an unmodified ``ActorCriticPolicy`` with a diagonal Gaussian head over ``Box`` spaces."""
+    from gymnasium import spaces
+    from stable_baselines3.common.distributions import DiagGaussianDistribution
+    from stable_baselines3.common.policies import ActorCriticPolicy
+
+    cls = type(policy)
+    return (isinstance(policy, ActorCriticPolicy)
+            and type(getattr(policy, "action_dist", None)) is DiagGaussianDistribution
+            and isinstance(policy.action_space, spaces.Box)
+            and isinstance(policy.observation_space, spaces.Box)
+            and all(getattr(cls, name) is getattr(ActorCriticPolicy, name)
+                    for name in ("predict", "_predict", "get_distribution", "obs_to_tensor",
+                                 "_get_action_dist_from_latent", "extract_features")))
+
+
 def mean_action_tensor_fn(policy: Any, vecnormalize: Any = None
                           ) -> Callable[[Any], Any] | None:
     """``fn(obs) -> actions`` on torch tensors, or None where it does not apply.
@@ -27,8 +45,6 @@ def mean_action_tensor_fn(policy: Any, vecnormalize: Any = None
         device (the policy's parameters are moved there once), the deterministic action of
         ``predict``; None for image observations or policies the numpy fast path skips.
     """
-    from robogen.policies.sb3 import mean_action_applies
-
     if policy is None or not mean_action_applies(policy):
         return None
     if len(policy.observation_space.shape) != 1:
