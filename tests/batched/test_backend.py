@@ -190,3 +190,38 @@ def test_batched_flags_need_the_batched_backend(tmp_path: Path) -> None:
     assert code == 2
     assert "--worlds applies only to --backend batched, got --backend serial" in text
     assert not (tmp_path / "run").exists()
+
+
+PARITY_EPISODES = 200
+PARITY_ALPHA = 0.01
+"""Significance level of the two-proportion test of batched vs serial success rates."""
+
+
+@pytest.mark.slow
+def test_success_rates_agree_with_the_serial_backend_on_200_episodes(tmp_path: Path) -> None:
+    """The shipped Reacher PPO, nominal and physics@0.3, 200 episodes each at seed 0: per
+    condition, a two-proportion z-test does not reject equal success rates (alpha 0.01)."""
+    from scipy.stats import norm
+
+    args = [*REACHER, "--axes", "physics", "--severities", "0.3", "--episodes",
+            str(PARITY_EPISODES), "--batch-size", "8", "--seed", "0"]
+    code, text = _eval(*args, "--backend", "batched", "--worlds", "64",
+                       "--out", str(tmp_path / "batched"))
+    assert code == 0, text
+    code, text = _eval(*args, "--backend", "serial", "--videos", "0",
+                       "--out", str(tmp_path / "serial"))
+    assert code == 0, text
+    batched, serial = _table(tmp_path / "batched"), _table(tmp_path / "serial")
+    for cond in ("nominal", "physics@0.3"):
+        b = batched[batched.condition == cond].success.to_numpy()
+        s = serial[serial.condition == cond].success.to_numpy()
+        assert len(b) == len(s) == PARITY_EPISODES
+        pooled = (b.sum() + s.sum()) / (2 * PARITY_EPISODES)
+        se = np.sqrt(pooled * (1 - pooled) * 2 / PARITY_EPISODES)
+        z = 0.0 if se == 0 else (b.mean() - s.mean()) / se
+        p = 2 * norm.sf(abs(z))
+        assert p > PARITY_ALPHA, (cond, b.mean(), s.mean(), p)
+        print(f"{cond}: batched {b.mean():.3f}, serial {s.mean():.3f}, p {p:.3f}, "
+              f"same outcome {np.mean(b == s):.3f}")
+    nominal = serial[serial.condition == "nominal"].success.mean()
+    assert 0.2 < nominal < 0.95  # the test compares rates that can move
