@@ -19,6 +19,7 @@ reset followed by ``SETTLE`` C MuJoCo steps (ctrl held), once the box is in cont
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -42,7 +43,7 @@ REWARD_ATOL = 2e-3
 """Largest |reward difference| over STEPS env steps."""
 
 FAST = ("gymnasium/HalfCheetah-v5", "gymnasium/Hopper-v5", "gymnasium/Reacher-v5")
-SLOW = ("gymnasium/Walker2d-v5", "gymnasium/Ant-v5", "gymnasium/Swimmer-v5",
+SLOW = ("gymnasium/Walker2d-v5", "gymnasium/Swimmer-v5",
         "gymnasium/Pusher-v5", "gymnasium/InvertedPendulum-v5",
         "gymnasium/InvertedDoublePendulum-v5")
 CASES = [*FAST, *(pytest.param(e, marks=pytest.mark.slow) for e in SLOW)]
@@ -62,12 +63,15 @@ class Serial:
     """Whether the world was still in its episode at that step (not terminated before)."""
 
 
-def _envs(env_id: str, settle: int, **kwargs: Any) -> list[Any]:
+def _envs(env_id: str, settle: int, edit: Callable[[Any], None] | None = None,
+          **kwargs: Any) -> list[Any]:
     import mujoco
 
     envs = []
     for i in range(WORLDS):
         env = make(env_id, max_steps=STEPS, **kwargs)
+        if edit is not None:
+            edit(find_scene(env).model)
         env.reset(seed=i)
         if settle:
             scene = find_scene(env)
@@ -114,7 +118,7 @@ def _serial(envs: list[Any], actions: np.ndarray) -> Serial:
 
 
 def _batched(env_id: str, envs: list[Any], actions: np.ndarray, rule: Any = None
-             ) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+             ) -> tuple[np.ndarray, dict[str, np.ndarray], Any]:
     import torch
 
     from robogen.batched import BatchedWorlds
@@ -142,7 +146,7 @@ def _batched(env_id: str, envs: list[Any], actions: np.ndarray, rule: Any = None
         for key in ("reward", "terminated", "success"):
             out[key].append(getattr(res, key).numpy().copy())
     assert not worlds.overflows().any()
-    return obs0, {k: np.stack(v) for k, v in out.items()}
+    return obs0, {k: np.stack(v) for k, v in out.items()}, (task, worlds)
 
 
 def _between(values: np.ndarray) -> float:
@@ -168,9 +172,38 @@ def _compare(serial: Serial, obs0: np.ndarray, got: dict[str, np.ndarray]) -> No
 @needs_mjwarp
 @pytest.mark.parametrize("env_id", CASES)
 def test_gymnasium_step_matches_serial_env(env_id: str) -> None:
-    actions = _actions(_envs(env_id, 0)[0])
-    probe = _serial(_envs(env_id, 0), actions)  # chooses the thresholds
-    rule = find_scene(_envs(env_id, 0)[0]).rule  # type: ignore[attr-defined]
+    _check_gymnasium(env_id)
+
+
+def _elliptic(model: Any) -> None:
+    import mujoco
+
+    model.opt.cone = mujoco.mjtCone.mjCONE_ELLIPTIC
+
+
+@needs_mjwarp
+@pytest.mark.slow
+def test_ant_step_matches_serial_env_with_elliptic_cones() -> None:
+    """Ant's own pyramidal cones are refused (next test); with elliptic cones (invariant to
+    the contact's tangent frame) its step, contact forces included, follows the serial env."""
+    _check_gymnasium("gymnasium/Ant-v5", _elliptic)
+
+
+def test_ant_with_pyramidal_cones_is_refused() -> None:
+    from robogen.batched.tasks import batched_task
+    from robogen.batched.tasks.gymnasium_v5 import ANT_PYRAMIDAL
+    from robogen.errors import InvalidSpecError
+
+    env = make("gymnasium/Ant-v5")
+    with pytest.raises(InvalidSpecError, match="--backend ray") as e:
+        batched_task("gymnasium/Ant-v5", env, None)  # type: ignore[arg-type]  # not read
+    assert ANT_PYRAMIDAL in str(e.value)
+
+
+def _check_gymnasium(env_id: str, edit: Callable[[Any], None] | None = None) -> None:
+    actions = _actions(_envs(env_id, 0, edit)[0])
+    probe = _serial(_envs(env_id, 0, edit), actions)  # chooses the thresholds
+    rule = find_scene(_envs(env_id, 0, edit)[0]).rule  # type: ignore[attr-defined]
     ended = probe.alive[-1]
     kwargs: dict[str, Any] = {}
     if rule.kind == "return":  # a return threshold between the worlds' returns
@@ -179,10 +212,10 @@ def test_gymnasium_step_matches_serial_env(env_id: str) -> None:
         rule = None
     else:  # a distance threshold between the worlds' final distances
         rule = dataclasses.replace(rule, threshold=_between(probe.metric[-1]))
-    serial = _serial(_envs(env_id, 0, **kwargs), actions)
+    serial = _serial(_envs(env_id, 0, edit, **kwargs), actions)
     if rule is not None:  # the serial env's success under that threshold
         serial.success[-1] = serial.metric[-1] < rule.threshold
-    obs0, got = _batched(env_id, _envs(env_id, 0, **kwargs), actions, rule)
+    obs0, got, _ = _batched(env_id, _envs(env_id, 0, edit, **kwargs), actions, rule)
     _compare(serial, obs0, got)
     # the comparison is not of constants: worlds differ, success varies where it can
     assert np.abs(got["obs"][-1][0] - got["obs"][-1][1]).max() > 100 * OBS_ATOL
@@ -198,3 +231,67 @@ def test_python_stepped_families_are_refused_naming_the_ray_backend(env_id: str)
     with pytest.raises(InvalidSpecError, match="--backend ray") as e:
         batched_task(env_id, None, None)  # type: ignore[arg-type]  # refused before either is read
     assert env_id in str(e.value) and "gymnasium/" in str(e.value)
+
+
+TABLETOP = ("robogen/Reach-v0", "robogen/Push-v0",
+            pytest.param("robogen/PickPlace-v0", marks=pytest.mark.slow))
+
+
+def _tabletop_envs(env_id: str, threshold: float) -> list[Any]:
+    envs = _envs(env_id, SETTLE)
+    for env in envs:
+        find_scene(env).threshold = threshold  # type: ignore[attr-defined]
+    return envs
+
+
+@needs_mjwarp
+@pytest.mark.parametrize("env_id", TABLETOP)
+def test_tabletop_step_matches_serial_env(env_id: str) -> None:
+    envs = _envs(env_id, SETTLE)
+    actions = _actions(envs[0])
+    probe = _serial(envs, actions)  # distances without success (the nominal threshold)
+    # a threshold the closest world reaches at some step and the others never do
+    threshold = _between(probe.metric.min(axis=0))
+    serial = _serial(_tabletop_envs(env_id, threshold), actions)
+    envs = _tabletop_envs(env_id, threshold)
+    obs0, got, (task, worlds) = _batched(env_id, envs, actions)
+    _compare(serial, obs0, got)
+    won = serial.success.any(axis=0)
+    assert won.sum() == 1  # one world succeeded (and terminated)
+    # the latch: set where success held; a reset of that world clears it (bonus paid again)
+    np.testing.assert_array_equal(task.succeeded.numpy(), won)
+    task.on_reset(worlds, [int(np.flatnonzero(won)[0])], envs[:1])
+    assert not task.succeeded.any()
+    assert np.abs(got["obs"][-1][0] - got["obs"][-1][1]).max() > 100 * OBS_ATOL
+
+
+@needs_mjwarp
+def test_push_success_reads_each_worlds_table_top() -> None:
+    """Push's "box on the table" uses each world's table height (a per-world ``body_pos``),
+    as the serial env reads its own model's: a box at the target, resting on the nominal
+    table, succeeds in the nominal world and not where the table was raised 5 cm."""
+    import mujoco
+    import torch
+
+    from robogen.batched import BatchedWorlds
+    from robogen.batched.tasks import batched_task
+    from robogen.envs import scene as sc
+
+    env = make("robogen/Push-v0")
+    env.reset(seed=0)
+    scene: Any = find_scene(env)
+    model, data = scene.model, scene.data
+    adr = model.joint(sc.OBJECT_JOINT).qposadr[0]
+    data.qpos[adr:adr + 2] = data.mocap_pos[model.body_mocapid[model.body("target").id], :2]
+    mujoco.mj_forward(model, data)
+    assert scene.step(np.zeros(6))[2]  # the serial env: success (terminated) here
+    worlds = BatchedWorlds(model, 2, data=data)
+    body_pos = np.repeat(model.body_pos[None], 2, axis=0)
+    body_pos[1, model.body("table").id, 2] += 0.05
+    worlds.set_fields({"body_pos": body_pos})
+    task = batched_task("robogen/Push-v0", env, worlds)
+    worlds.set_states_from([data, data])
+    out = task.outcome(worlds, torch.zeros(2, 6), last=torch.zeros(2, dtype=torch.bool),
+                       episode_return=torch.zeros(2))
+    assert out.success.tolist() == [True, False]
+    assert out.terminated.tolist() == [True, False]

@@ -12,6 +12,18 @@ task of one env (or refuses the env, naming ``--backend ray``). The built-in ``r
 tabletop tasks and the Gymnasium MuJoCo v5 envs are supported; suites whose step logic is
 Python (dm_control, robosuite, Meta-World, Fetch) are not.
 
+One env step of every world::
+
+    task.apply_action(worlds, actions)     # writes ctrl (Gymnasium: = actions; tabletop: +=)
+    worlds.advance(task.frame_skip)        # not worlds.step(ctrl, ...): that overwrites ctrl
+    obs = task.observe(worlds)
+    out = task.outcome(worlds, actions, last=last, episode_return=episode_return)
+
+``outcome`` is called once per step (the tabletop tasks latch their first success in it),
+after ``apply_action`` (the velocity rewards difference positions from before the step).
+A world refilled with a new episode gets its state rows (``ctrl`` included: the tabletop
+actions move servo targets from the current ``ctrl``) and then ``on_reset`` for its row.
+
 Contract, pinned per env by ``tests/batched/test_tasks.py``: for the same state and
 action, ``apply_action`` + ``frame_skip`` steps + ``observe``/``outcome`` give the serial
 env's observation, reward, termination and ``info["success"]`` within float32 tolerance.
@@ -44,7 +56,7 @@ class StepOutcome:
     Attributes:
         reward: ``(N,)`` float32 reward of this step.
         terminated: ``(N,)`` bool: the env's own termination (Hopper fell; a tabletop
-            object left the table), not the step limit.
+            task succeeded), not the step limit.
         success: ``(N,)`` bool: ``info["success"]`` the serial env reports at this step
             (for rules decided at the episode's last step: only where ``last`` is True).
     """
@@ -130,8 +142,4 @@ def _load_families() -> None:
     import importlib
 
     for name in ("gymnasium_v5", "tabletop"):
-        try:
-            importlib.import_module(f"robogen.batched.tasks.{name}")
-        except ModuleNotFoundError as e:  # a family module not written yet
-            if e.name != f"robogen.batched.tasks.{name}":
-                raise
+        importlib.import_module(f"robogen.batched.tasks.{name}")

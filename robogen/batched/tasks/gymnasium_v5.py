@@ -23,7 +23,9 @@ more over the worlds' device arrays (:meth:`BatchedWorlds.tensor` views, float32
 Ant's observation and reward use ``cfrc_ext`` (external contact forces), which Gymnasium
 computes with ``mj_rnePostConstraint`` after the steps; its task turns on MJWarp's
 ``opt.run_rne_postconstraint`` so that every step computes them (the same forces: they
-depend on the last substep's contact forces, not on the integrated velocities).
+depend on the last substep's contact forces, not on the integrated velocities). Ant with
+its own pyramidal friction cones is refused (:data:`ANT_PYRAMIDAL`): MJWarp's tangent frame
+of a capsule-on-plane contact differs from C MuJoCo's, which rotates the friction pyramid.
 """
 
 from __future__ import annotations
@@ -31,9 +33,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
+import mujoco
 import torch
 
 from robogen.batched.tasks import TASK_FAMILIES, UNSUPPORTED_ENV, StepOutcome, register_task
+from robogen.batched.tasks.views import WorldViews
 from robogen.envs.base import find_scene
 from robogen.errors import InvalidSpecError
 
@@ -41,6 +45,13 @@ if TYPE_CHECKING:
     from robogen.batched.worlds import BatchedWorlds
 
 FAMILY = "gymnasium"
+ANT_PYRAMIDAL = (
+    "MJWarp orients the tangent frame of a capsule-on-plane contact differently from C "
+    "MuJoCo (fixed axes, not the capsule's), which rotates the pyramidal friction cone Ant "
+    "uses: a foot impact changes joint velocities by up to ~1 m/s in one step, so its "
+    "episodes would not pair with the serial backend's (an Ant model with "
+    "opt.cone = elliptic is accepted)"
+)
 MISSING_PARAM = (
     "{env_id}: the Gymnasium env has no attribute {name!r} that its batched step reads "
     "(a Gymnasium version whose {cls} differs from 1.x's v5); run it with --backend ray"
@@ -80,9 +91,13 @@ class GymV5Task:
         model = scene.model
         self._rule_bodies = ((model.body(rule.body_a).id, model.body(rule.body_b).id)
                              if rule.kind == "distance" else (0, 0))
-        self._worlds: BatchedWorlds | None = None
-        self._views: dict[str, torch.Tensor] = {}
+        self._views = WorldViews()
         self._before: torch.Tensor | None = None
+
+    @classmethod
+    def refuse(cls, model: Any) -> str:
+        """Why MJWarp cannot reproduce this env's step on ``model`` (``""``: it can)."""
+        return ""
 
     # ---------------------------------------------------------------- BatchedTask
 
@@ -129,13 +144,8 @@ class GymV5Task:
     # ---------------------------------------------------------------- helpers
 
     def _t(self, worlds: BatchedWorlds, name: str) -> torch.Tensor:
-        """The cached torch view of ``worlds``' array ``name``."""
-        if worlds is not self._worlds:
-            self._worlds, self._views = worlds, {}
-        view = self._views.get(name)
-        if view is None:
-            view = self._views[name] = worlds.tensor(name)
-        return view
+        """The torch view of ``worlds``' array ``name`` (cached)."""
+        return self._views(worlds, name)
 
     def _param(self, name: str) -> Any:
         """The wrapped Gymnasium env's attribute ``name`` (a reward weight, a range)."""
@@ -286,6 +296,11 @@ class AntTask(GymV5Task):
     """
 
     gym_id = "Ant-v5"
+
+    @classmethod
+    def refuse(cls, model: Any) -> str:
+        """Refused with pyramidal friction cones (Ant's own): see :data:`ANT_PYRAMIDAL`."""
+        return ANT_PYRAMIDAL if int(model.opt.cone) == int(mujoco.mjtCone.mjCONE_PYRAMIDAL) else ""
 
     def __init__(self, env_id: str, scene: Any, worlds: BatchedWorlds) -> None:
         super().__init__(env_id, scene, worlds)
@@ -449,5 +464,10 @@ def gymnasium_task(env_id: str, env: Any, worlds: BatchedWorlds) -> GymV5Task:
             env_id=env_id, why=f"no batched step is written for Gymnasium's {gym_id!r} "
                                f"(batched: {', '.join(sorted(GYM_TASKS))})",
             families=", ".join(f"{f}/" for f in sorted(TASK_FAMILIES))))
-    return cls(env_id, find_scene(env), worlds)
+    scene = find_scene(env)
+    why = cls.refuse(scene.model)
+    if why:
+        raise InvalidSpecError(UNSUPPORTED_ENV.format(
+            env_id=env_id, why=why, families=", ".join(f"{f}/" for f in sorted(TASK_FAMILIES))))
+    return cls(env_id, scene, worlds)
 
