@@ -225,3 +225,36 @@ def test_success_rates_agree_with_the_serial_backend_on_200_episodes(tmp_path: P
               f"same outcome {np.mean(b == s):.3f}")
     nominal = serial[serial.condition == "nominal"].success.mean()
     assert 0.2 < nominal < 0.95  # the test compares rates that can move
+
+
+def test_overflowed_buffers_and_a_non_finite_state_are_simulator_faults(
+        runs: dict[str, Path]) -> None:
+    """A world whose MJWarp buffers overflowed, and one whose state went non-finite, end at
+    that step as ``sim_unstable`` (never a policy outcome); a healthy world runs on."""
+    from robogen.batched.backend import BatchedBackend
+    from robogen.batched.worlds import load_mjwarp
+    from robogen.rollout.backend import BackendOptions
+    from robogen.rollout.plan import make_units
+
+    m = ResultStore.open(runs["batched"]).manifest
+    unit = make_units(m.conditions[:1], m.n_episodes, m.batch_size)[0]
+    backend = BatchedBackend(m, BackendOptions(kind="batched", worlds=3))
+    backend.start()
+    try:
+        lock = backend.lockstep
+        assert lock is not None
+        assert lock.load([(0, unit, 0), (1, unit, 1), (2, unit, 2)]) == []
+        assert lock.step() == []
+        _, mjw = load_mjwarp()
+        lock.worlds.tensor("overflow")[0] = int(mjw.OverflowType.NEFC)
+        lock.worlds.tensor("m.body_mass")[1, 1] = float("nan")  # its physics diverges
+        ended = {e.row: e for e in lock.step()}
+        assert set(ended) == {0, 1}
+        assert ended[0].cause == ended[1].cause == "sim_unstable"
+        assert not ended[0].success and not ended[1].success
+        assert "buffers overflowed" in (ended[0].error or "")
+        assert "unstable" in (ended[1].error or "")
+        assert ended[0].length_steps == 1  # the step that overflowed does not count
+        assert lock.running.tolist() == [False, False, True]
+    finally:
+        backend.close()
