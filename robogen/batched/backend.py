@@ -127,14 +127,18 @@ class BatchedBackend:
 
     Args:
         manifest: The evaluation manifest (state observations).
-        options: ``worlds`` (None: :func:`default_worlds`) and ``sim_device`` (None:
-            :func:`resolve_device`); the Ray and timeout options are not used.
+        options: ``worlds`` (None: :func:`default_worlds` of the episodes to run) and
+            ``sim_device`` (None: :func:`resolve_device`); the Ray and timeout options are
+            not used.
+        max_units: At most this many units will run (a resume: the missing ones), None:
+            every unit of the manifest.
 
     Raises:
         DependencyMissingError: Without the ``batched`` extra (names its install command).
     """
 
-    def __init__(self, manifest: EvalManifest, options: BackendOptions) -> None:
+    def __init__(self, manifest: EvalManifest, options: BackendOptions,
+                 max_units: int | None = None) -> None:
         self.manifest = manifest
         self.options = options
         self.fault_sink: FaultSink | None = None
@@ -142,8 +146,10 @@ class BatchedBackend:
         self._placement_sink: PlacementSink | None = None
         self._placement: WorkerPlacement | None = None
         self.device = resolve_device(options.sim_device)
-        self.n_worlds = options.worlds or default_worlds(
-            self.device, len(manifest.conditions) * manifest.n_episodes)
+        episodes = len(manifest.conditions) * manifest.n_episodes
+        if max_units is not None:
+            episodes = min(episodes, max_units * manifest.batch_size)
+        self.n_worlds = options.worlds or default_worlds(self.device, episodes)
         self.name = f"batched:{self.device}:{os.getpid()}"
         self._lock: Lockstep | None = None
         self._env: Any = None
@@ -301,9 +307,11 @@ class BatchedBackend:
 
 
 @BACKENDS.register("batched")
-def make_batched_backend(manifest: EvalManifest, options: BackendOptions) -> BatchedBackend:
-    """The ``batched`` entry of :data:`robogen.rollout.backends.BACKENDS`."""
-    return BatchedBackend(manifest, options)
+def make_batched_backend(manifest: EvalManifest, options: BackendOptions,
+                         max_units: int | None = None) -> BatchedBackend:
+    """The ``batched`` entry of :data:`robogen.rollout.backends.BACKENDS` (``max_units``: at
+    most this many units will run; bounds the default number of worlds)."""
+    return BatchedBackend(manifest, options, max_units=max_units)
 
 
 __all__ = ["BATCHED_AXES", "BatchedBackend", "default_worlds", "make_batched_backend",

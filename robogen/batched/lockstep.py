@@ -172,7 +172,6 @@ class Lockstep:
         failed: list[tuple[int, str]] = []
         started: list[int] = []
         seed_list: list[int] = []
-        m, d = self.scene.model, self.scene.data
         for row, unit, i in rows_units:
             seed = episode_seed(self._run_seed, i)
             self.env.set_levels(unit.condition.levels)
@@ -210,7 +209,6 @@ class Lockstep:
                 self.policy.reset(started, seeds=seed_list)
             else:
                 self.policy.reset(started)
-        del m, d
         return failed
 
     # ------------------------------------------------------------------ steps

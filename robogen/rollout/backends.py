@@ -22,8 +22,9 @@ from robogen.rollout.backend import Backend, BackendOptions, SerialBackend
 from robogen.rollout.gpu import fixed_share
 from robogen.types import BackendInfo, EvalManifest
 
-BackendFactory = Callable[[EvalManifest, BackendOptions], Backend]
-"""``factory(manifest, options)``: a backend built outside this package."""
+BackendFactory = Callable[[EvalManifest, BackendOptions, int | None], Backend]
+"""``factory(manifest, options, max_units)``: a backend built outside this package
+(``max_units``: at most this many units will run, None: unknown)."""
 
 BACKENDS: Registry[BackendFactory] = Registry("backend")
 """Backends that live above this layer, by ``--backend`` name: :mod:`robogen.batched`
@@ -66,7 +67,7 @@ def make_backend(manifest: EvalManifest, options: BackendOptions, *,
             backends of one process share it).
     """
     if options.kind in BACKENDS:
-        return BACKENDS.get(options.kind)(manifest, options)
+        return BACKENDS.get(options.kind)(manifest, options, max_workers)
     if options.kind in _MODULES:
         raise InvalidSpecError(NOT_REGISTERED.format(kind=options.kind,
                                                      module=_MODULES[options.kind]))
