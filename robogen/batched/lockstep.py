@@ -136,6 +136,7 @@ class Lockstep:
         dev = self.device
         self._state = {name: worlds.tensor(name) for name in STATE_ROWS}
         self._overflow = worlds.tensor("overflow")
+        self._qacc = worlds.tensor("qacc")
         ignore = int(self._mjw.OverflowType.ITERATIONS | self._mjw.OverflowType.LS_ITERATIONS)
         self._overflow_mask = ~ignore
         self._fields = {p: self._field_view(p) for p in field_paths}
@@ -252,7 +253,7 @@ class Lockstep:
         reward = out.reward.to(torch.float64)
         finite = (_finite_rows(torch, self._state["qpos"])
                   & _finite_rows(torch, self._state["qvel"])
-                  & _finite_rows(torch, w.tensor("qacc")) & torch.isfinite(reward))
+                  & _finite_rows(torch, self._qacc) & torch.isfinite(reward))
         overflow = (self._overflow.to(torch.int64) & self._overflow_mask) != 0
         live = self.running & ~bad
         unstable = live & ~finite & ~overflow
