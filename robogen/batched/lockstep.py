@@ -14,8 +14,9 @@ returns the worlds whose episodes ended, with their summaries (the only per-step
 host is the ``(N,)`` mask of ended worlds).
 
 Causes, as the serial worker records them: ``timeout`` (step limit), ``terminated`` (the
-env ended it without success), ``policy_error`` (non-finite action, or the policy raised:
-then every running episode of that step), ``sim_unstable`` (a non-finite or huge state or
+env ended it without success), ``policy_error`` (a non-finite action, or the policy raised
+on that episode's observation: a batch call that raises is retried row by row on the host,
+so only the culprits fail), ``sim_unstable`` (a non-finite or huge state or
 reward, or MJWarp's contact/constraint buffers overflowed: its trajectory is wrong; the
 machinery failed, not the policy).
 """
@@ -214,10 +215,15 @@ class Lockstep:
 
     # ------------------------------------------------------------------ steps
 
-    def _act(self, obs: Any) -> tuple[Any, str | None]:
-        """Actions ``(N, act_dim)`` float32 on the device, or (None, error) if the policy
-        raised (every running episode is then a ``policy_error``)."""
+    def _act(self, obs: Any) -> tuple[Any, dict[int, str]]:
+        """Actions ``(N, act_dim)`` float32 on the device, clipped to the action space, and
+        the error of each running world whose row makes the policy raise.
+
+        If the batch call raises, each running row is asked alone (on the host), as the
+        serial worker does, so only the culprit episodes fail (``policy_error``).
+        """
         torch = self._torch
+        errors: dict[int, str] = {}
         try:
             out = self.policy.act_tensor(obs) if self._tensor_policy else None
             if out is None:  # one host copy of the whole batch and one back
@@ -225,11 +231,20 @@ class Lockstep:
                 acts = np.asarray(self.policy.act(host, deterministic=True), dtype=np.float32)
                 out = torch.as_tensor(acts, device=self.device)
             out = out.to(torch.float32).reshape(obs.shape[0], -1)
-        except Exception as e:  # noqa: BLE001 - recorded as the episodes' policy_error
-            return None, f"{type(e).__name__}: {e}"[:500]
+        except Exception:  # noqa: BLE001 - find which episodes make the policy fail
+            host = np.array(obs.detach().cpu().numpy(), dtype=np.float32)
+            rows = np.zeros((obs.shape[0], int(self.task.act_dim)), np.float32)
+            for row in self.running.nonzero().flatten().tolist():
+                try:
+                    rows[row] = np.asarray(self.policy.act(host[row:row + 1],
+                                                           deterministic=True),
+                                           dtype=np.float32).reshape(-1)
+                except Exception as e:  # noqa: BLE001 - recorded as its policy_error
+                    errors[row] = f"{type(e).__name__}: {e}"[:500]
+            out = torch.as_tensor(rows, device=self.device)
         if self._low is not None and self._high is not None:
             out = torch.minimum(torch.maximum(out, self._low), self._high)
-        return out, None
+        return out, errors
 
     def step(self) -> list[Ended]:
         """One env step of every world; the running episodes that ended at it.
@@ -240,9 +255,8 @@ class Lockstep:
         torch = self._torch
         w = self.worlds
         obs = self.task.observe(w)
-        actions, error = self._act(obs)
-        if actions is None:
-            return self._end(self.running.clone(), cause="policy_error", error=error)
+        actions, errors = self._act(obs)
+        failed = [self._end_row(row, "policy_error", error) for row, error in errors.items()]
         bad = self.running & ~torch.isfinite(actions).all(dim=1)
         actions = torch.where(torch.isfinite(actions), actions, torch.zeros_like(actions))
         self.task.apply_action(w, actions)
@@ -266,7 +280,7 @@ class Lockstep:
         ended = ok & (out.terminated.to(torch.bool) | last)
         done = bad | unstable | overflowed | ended
         if not bool(done.any()):
-            return []
+            return failed
         rows = done.nonzero().flatten().tolist()
         flags = torch.stack([bad, unstable, overflowed, out.success.to(torch.bool),
                              out.terminated.to(torch.bool)], dim=1)[done].cpu().numpy()
@@ -276,7 +290,7 @@ class Lockstep:
         bits = self._overflow[done].cpu().numpy()
         self.running[done] = False
         now = time.perf_counter()
-        result = []
+        result = failed
         for j, row in enumerate(rows):
             b, u, o, s, t = (bool(x) for x in flags[j])
             step_no = int(lens[j]) + 1
@@ -294,16 +308,12 @@ class Lockstep:
                                       int(firsts[j]), now))
         return result
 
-    def _end(self, mask: Any, *, cause: str, error: str | None) -> list[Ended]:
-        """End every episode of ``mask`` with ``cause`` (the policy raised)."""
-        rows = mask.nonzero().flatten().tolist()
-        rets = self.ret[mask].cpu().numpy()
-        lens = self.steps[mask].cpu().numpy()
-        firsts = self.first_success[mask].cpu().numpy()
-        self.running[mask] = False
-        now = time.perf_counter()
-        return [self._ended(row, False, cause, error, float(rets[j]), int(lens[j]),
-                            int(firsts[j]), now) for j, row in enumerate(rows)]
+    def _end_row(self, row: int, cause: str, error: str) -> Ended:
+        """End world ``row``'s episode now with ``cause`` (its policy call raised)."""
+        self.running[row] = False
+        first = int(self.first_success[row])
+        return self._ended(row, False, cause, error, float(self.ret[row]),
+                           int(self.steps[row]), first, time.perf_counter())
 
     def _ended(self, row: int, success: bool, cause: str | None, error: str | None,
                ret: float, length: int, first: int, now: float) -> Ended:

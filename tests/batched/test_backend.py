@@ -258,3 +258,27 @@ def test_overflowed_buffers_and_a_non_finite_state_are_simulator_faults(
         assert lock.running.tolist() == [False, False, True]
     finally:
         backend.close()
+
+
+def test_policy_faults_fail_only_their_episodes_as_on_the_serial_backend(tmp_path: Path) -> None:
+    """A policy that raises on some observations and returns NaN on others: the batch call
+    raises, each row is asked alone, and exactly the serial backend's episodes end as
+    ``policy_error`` (the others run to their step limit)."""
+    args = ["--env", "gymnasium/Reacher-v5", "--policy",
+            "python:tests/fixtures/batched_policies.py:picky", "--episodes", "8",
+            "--batch-size", "4", "--max-steps", "5", "--axes", "physics", "--severities", "1"]
+    code, text = _eval(*args, "--backend", "batched", "--worlds", "8",
+                       "--out", str(tmp_path / "batched"))
+    assert code in (0, 3), text
+    code, text = _eval(*args, "--backend", "serial", "--videos", "0",
+                       "--out", str(tmp_path / "serial"))
+    assert code in (0, 3), text
+    batched, serial = _table(tmp_path / "batched"), _table(tmp_path / "serial")
+    cols = ["condition", "episode_index", "success", "cause", "length_steps"]
+    pd.testing.assert_frame_equal(batched[cols], serial[cols])
+    nominal = batched[batched.condition == "nominal"]
+    assert nominal.cause.tolist() == ["timeout", "policy_error", "policy_error", "timeout",
+                                      "policy_error", "policy_error", "timeout", "timeout"]
+    errors = set(batched.error.dropna())
+    assert any("target too far left" in e for e in errors)
+    assert any("non-finite action" in e for e in errors)
