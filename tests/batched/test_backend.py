@@ -150,10 +150,8 @@ def test_kill_mid_run_then_resume_loses_and_repeats_nothing(tmp_path: Path) -> N
     before = {p.name: p.read_bytes() for p in parts.glob("unit-*.parquet")}
     done_before = ResultStore.open(out).done_units()
     assert 0 < len(before) == len(done_before) < 16
-    res = subprocess.run([sys.executable, "-m", "robogen.cli", "eval", "--resume", str(out),
-                          "--backend", "batched"], capture_output=True, text=True, env=env,
-                         timeout=300)
-    assert res.returncode == 0, res.stderr[-3000:]
+    code, text = _eval("--resume", str(out), "--backend", "batched")
+    assert code == 0, text
     for name, data in before.items():  # stored before the kill: not run again
         assert (parts / name).read_bytes() == data
     results = ResultStore.open(out).load_results()
