@@ -188,10 +188,12 @@ class Lockstep:
             m, d = self.scene.model, self.scene.data
             for name, view in self._state.items():
                 value = np.asarray(getattr(d, name), dtype=np.float64)
-                view[row] = torch.as_tensor(value.reshape(view.shape[1:]), dtype=view.dtype)
+                view[row] = torch.as_tensor(value.reshape(view.shape[1:]), dtype=view.dtype,
+                                            device=view.device)
             for path, view in self._fields.items():
                 value = get_field(m, path)
-                view[row] = torch.as_tensor(value.reshape(view.shape[1:]), dtype=view.dtype)
+                view[row] = torch.as_tensor(value.reshape(view.shape[1:]), dtype=view.dtype,
+                                            device=view.device)
             self._overflow[row] = 0
             self.task.on_reset(self.worlds, [row], [self.env])
             rg = info.get("robogen", {})
