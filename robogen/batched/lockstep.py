@@ -138,6 +138,7 @@ class Lockstep:
         self._state = {name: worlds.tensor(name) for name in STATE_ROWS}
         self._overflow = worlds.tensor("overflow")
         self._qacc = worlds.tensor("qacc")
+        self._derived = _derived_views(worlds)
         ignore = int(self._mjw.OverflowType.ITERATIONS | self._mjw.OverflowType.LS_ITERATIONS)
         self._overflow_mask = ~ignore
         self._fields = {p: self._field_view(p) for p in field_paths}
@@ -203,17 +204,33 @@ class Lockstep:
             seed_list.append(seed)
         if started:
             idx = torch.as_tensor(started, device=self.device)
+            self._forward(idx)
             self.ret[idx] = 0.0
             self.steps[idx] = 0
             self.first_success[idx] = -1
             self.running[idx] = True
-            with self._wp.ScopedDevice(self.worlds.device):
-                self._mjw.forward(self.worlds.m, self.worlds.d)
             if self._takes_seeds:
                 self.policy.reset(started, seeds=seed_list)
             else:
                 self.policy.reset(started)
         return failed
+
+    def _forward(self, rows: Any) -> None:
+        """``mjw.forward`` for the worlds ``rows`` just loaded, leaving every other running
+        world's derived quantities as its last step left them.
+
+        MJWarp's forward runs on every world; a running world would then read kinematics
+        recomputed from its integrated state at its next observation, where the serial env
+        reads them as ``mj_step`` leaves them (one substep earlier), so its rows of every
+        per-world ``Data`` array (but the state) are put back.
+        """
+        keep = self.running.clone()
+        keep[rows] = False
+        saved = [(view, view[keep]) for view in self._derived] if bool(keep.any()) else []
+        with self._wp.ScopedDevice(self.worlds.device):
+            self._mjw.forward(self.worlds.m, self.worlds.d)
+        for view, rows_kept in saved:
+            view[keep] = rows_kept
 
     # ------------------------------------------------------------------ steps
 
@@ -332,3 +349,19 @@ def _finite_rows(torch: Any, x: Any) -> Any:
     flat = x.reshape(x.shape[0], -1)
     return (torch.isfinite(flat) & (flat.abs() <= MAX_STATE)).all(dim=1)
 
+
+def _derived_views(worlds: BatchedWorlds) -> list[Any]:
+    """Torch views of every ``Data`` array with one row per world, except the state rows
+    a reset writes (:data:`STATE_ROWS`) and the overflow flags."""
+    import dataclasses
+
+    skip = {*STATE_ROWS, "overflow"}
+    out = []
+    for f in dataclasses.fields(worlds.d):
+        arr = getattr(worlds.d, f.name, None)
+        shape = getattr(arr, "shape", None)
+        if (f.name in skip or not isinstance(shape, tuple) or not shape
+                or shape[0] != worlds.worlds or not hasattr(arr, "dtype")):
+            continue
+        out.append(worlds.tensor(f.name))
+    return out

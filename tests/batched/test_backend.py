@@ -280,3 +280,32 @@ def test_policy_faults_fail_only_their_episodes_as_on_the_serial_backend(tmp_pat
     errors = set(batched.error.dropna())
     assert any("target too far left" in e for e in errors)
     assert any("non-finite action" in e for e in errors)
+
+
+def test_a_refill_leaves_the_other_worlds_as_their_last_step_left_them(
+        runs: dict[str, Path]) -> None:
+    """Loading an episode into one world (its reset state, then MJWarp's forward) changes no
+    array of a world mid-episode: its next observation reads the kinematics ``mj_step``
+    left, as the serial env's does."""
+    from robogen.batched.backend import BatchedBackend
+    from robogen.rollout.backend import BackendOptions
+    from robogen.rollout.plan import make_units
+
+    m = ResultStore.open(runs["batched"]).manifest
+    unit = make_units(m.conditions[1:], m.n_episodes, m.batch_size)[0]
+    backend = BatchedBackend(m, BackendOptions(kind="batched", worlds=2))
+    backend.start()
+    try:
+        lock = backend.lockstep
+        assert lock is not None
+        lock.load([(0, unit, 0)])
+        for _ in range(3):
+            lock.step()
+        before = {n: lock.worlds.tensor(n)[0].clone() for n in ("xpos", "site_xpos", "qacc",
+                                                                  "qfrc_constraint")}
+        lock.load([(1, unit, 1)])
+        for name, value in before.items():
+            assert lock.worlds.tensor(name)[0].equal(value), name
+        assert not lock.worlds.tensor("xpos")[1].equal(before["xpos"])
+    finally:
+        backend.close()
