@@ -309,3 +309,24 @@ def test_a_refill_leaves_the_other_worlds_as_their_last_step_left_them(
         assert not lock.worlds.tensor("xpos")[1].equal(before["xpos"])
     finally:
         backend.close()
+
+
+def test_refilled_worlds_follow_the_serial_episodes_of_a_terminating_env(
+        tmp_path: Path) -> None:
+    """Hopper under the seeded random policy ends its episodes at different steps (it falls),
+    so worlds are refilled while others run: every episode ends at the serial step with the
+    serial cause, its return within float32 drift."""
+    args = ["--env", "gymnasium/Hopper-v5", "--policy", "random", "--axes", "physics",
+            "--severities", "0.5", "--episodes", "6", "--batch-size", "3", "--max-steps", "30"]
+    code, text = _eval(*args, "--backend", "batched", "--worlds", "3",
+                       "--out", str(tmp_path / "batched"))
+    assert code == 0, text
+    code, text = _eval(*args, "--backend", "serial", "--videos", "0",
+                       "--out", str(tmp_path / "serial"))
+    assert code == 0, text
+    batched, serial = _table(tmp_path / "batched"), _table(tmp_path / "serial")
+    cols = ["condition", "episode_index", "success", "cause", "length_steps"]
+    pd.testing.assert_frame_equal(batched[cols], serial[cols])
+    assert np.abs(batched.episode_return - serial.episode_return).max() <= RETURN_ATOL
+    assert batched.length_steps.nunique() > 2  # episodes ended at different steps
+    assert (batched.cause == "terminated").any()
