@@ -59,12 +59,28 @@ FLOAT_PRECISION = "float32"
 """MuJoCo Warp computes in float32 (C MuJoCo: float64)."""
 
 
+NO_CUDA_DEVICE = (
+    "--sim-device {device}: warp sees {count} CUDA device(s); give --sim-device cpu (or a "
+    "device warp lists), or run with --backend ray"
+)
+
+
 def resolve_device(sim_device: str | None) -> str:
-    """``sim_device``, else ``cuda:0`` when warp sees a GPU, else ``cpu``."""
-    if sim_device:
+    """``sim_device``, else ``cuda:0`` when warp sees a GPU, else ``cpu``.
+
+    Raises:
+        InvalidSpecError: If ``sim_device`` names a CUDA device warp does not see.
+    """
+    if sim_device == "cpu":
         return sim_device
     wp, _ = load_mjwarp()
-    return "cuda:0" if wp.get_cuda_device_count() > 0 else "cpu"
+    count = int(wp.get_cuda_device_count())
+    if not sim_device:
+        return "cuda:0" if count > 0 else "cpu"
+    index = int(sim_device.partition(":")[2] or 0)
+    if index >= count:
+        raise InvalidSpecError(NO_CUDA_DEVICE.format(device=sim_device, count=count))
+    return sim_device
 
 
 def default_worlds(device: str, episodes: int) -> int:

@@ -330,3 +330,15 @@ def test_refilled_worlds_follow_the_serial_episodes_of_a_terminating_env(
     assert np.abs(batched.episode_return - serial.episode_return).max() <= RETURN_ATOL
     assert batched.length_steps.nunique() > 2  # episodes ended at different steps
     assert (batched.cause == "terminated").any()
+
+
+def test_a_cuda_device_warp_does_not_see_is_refused(tmp_path: Path) -> None:
+    from robogen.batched.worlds import load_mjwarp
+
+    wp, _ = load_mjwarp()
+    device = f"cuda:{wp.get_cuda_device_count()}"  # one past the last
+    code, text = _eval(*REACHER, *SMALL, "--backend", "batched", "--sim-device", device,
+                       "--out", str(tmp_path / "run"))
+    assert code == 2, text
+    assert f"--sim-device {device}: warp sees" in text and "--backend ray" in text
+    assert not (tmp_path / "run").exists()
