@@ -52,6 +52,10 @@ PRIVILEGED = (
     "policy {policy!r} reads the simulator of each env (a scripted expert); the batched "
     "backend has no per-episode host simulator to show it: run it with --backend ray"
 )
+HOST_VIEWS = (
+    "policy {policy!r} renders cameras of each env or takes a per-episode instruction; the "
+    "batched backend gives a policy state observations only: run it with --backend ray"
+)
 MJWARP_REFUSED = (
     "MuJoCo Warp cannot load {env_id!r}: {error}; run this env with --backend ray"
 )
@@ -218,8 +222,10 @@ class BatchedBackend:
             torch_device = "cuda" if self.device.startswith("cuda") else "cpu"
             policy = load_policy(m.policy, policy_context(m.env_id, m.obs_mode, m.vecnormalize,
                                                           env, torch_device))
-            if isinstance(policy, PrivilegedPolicy | SceneViewing | Prompted):
+            if isinstance(policy, PrivilegedPolicy):
                 raise InvalidSpecError(PRIVILEGED.format(policy=m.policy))
+            if isinstance(policy, SceneViewing | Prompted):
+                raise InvalidSpecError(HOST_VIEWS.format(policy=m.policy))
             try:
                 worlds = BatchedWorlds(scene.model, self.n_worlds, device=self.device)
             except NotImplementedError as e:
