@@ -192,6 +192,7 @@ def eval_cmd(**given: Any) -> None:
             )
         backend, workers, address = given["backend"], given["workers"], given["address"]
         videos, unit_timeout = given["videos"], given["unit_timeout"]
+        worlds, sim_device = given["worlds"], given["sim_device"]
         try:
             with ProgressBars() as bars:
                 bars.phase(f"resuming {resume}: starting the {backend or 'ray'} backend "
@@ -206,6 +207,8 @@ def eval_cmd(**given: Any) -> None:
                     progress=bar,
                     videos=videos,
                     unit_timeout=unit_timeout,
+                    worlds=worlds,
+                    sim_device=sim_device,
                 )
         except KeyboardInterrupt as e:
             sys.stderr.write(f"\n{_stopped(e)}; finish it with: robogen eval --resume {resume}\n")

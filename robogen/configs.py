@@ -24,6 +24,7 @@ is decided against ``gap_threshold``, or at ``max_episodes`` (default 1000); see
 from __future__ import annotations
 
 import math
+import re
 import tomllib
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -62,6 +63,26 @@ AUTO_WITH_SWEEP = (
     "severities from fixed-n episodes); give a list of severities or a number of episodes"
 )
 
+
+DEFAULT_CPU_WORLDS = 64
+"""Most worlds the batched backend holds on warp's CPU device by default (``--worlds``)."""
+DEFAULT_GPU_WORLDS = 4096
+"""Most worlds the batched backend holds on a GPU by default (``--worlds``)."""
+BAD_WORLDS = (
+    "--worlds must be an integer >= 1 (the batched backend's parallel worlds), got {value!r}; "
+    "give e.g. --worlds 64, or run with --backend ray"
+)
+BATCHED_REFUSES = (
+    "{what} on the batched backend: not yet; use --backend ray (or serial)"
+)
+"""Refusal of a setting the batched backend does not run (tests reuse it)."""
+BATCHED_ONLY = (
+    "{flags} appl{y} only to --backend batched, got --backend {backend}; drop {them} or add "
+    "--backend batched"
+)
+BAD_SIM_DEVICE = (
+    "--sim-device must be a warp device such as cpu, cuda or cuda:0, got {value!r}"
+)
 
 ROBOGEN_ENV_OPTIONS: dict[str, str] = {
     "obs_mode": "--obs-mode", "max_steps": "--max-steps", "render": "--camera / the image size",
@@ -187,7 +208,16 @@ class EvalConfig(BaseModel):
         "Pixel observation height [px].", spec_only=True)] = Field(84, ge=8, le=2048)
     camera: Annotated[str | None, Opt(
         "Observation camera (default: the env's).")] = None
-    backend: Annotated[Literal["ray", "serial"], Opt("ray | serial", resume=True)] = "ray"
+    backend: Annotated[Literal["ray", "serial", "batched"], Opt(
+        "ray | serial | batched (N worlds of one scene stepped together on one device with "
+        "MuJoCo Warp; state policies; needs robogen[batched]).", resume=True)] = "ray"
+    worlds: Annotated[int | None, Opt(
+        "Batched backend: worlds stepped together, each one episode (default: the episodes "
+        f"to run, at most {DEFAULT_CPU_WORLDS} on the CPU and {DEFAULT_GPU_WORLDS} on a "
+        "GPU).", resume=True)] = None
+    sim_device: Annotated[str | None, Opt(
+        "Batched backend: warp device of the worlds, cpu or cuda[:N] (default: cuda:0 when "
+        "a GPU is visible, else cpu).", resume=True)] = None
     workers: Annotated[int | None, Opt(
         "Ray workers (default: the free CPUs of the cluster).", resume=True)] = Field(
         None, ge=1)
@@ -229,6 +259,52 @@ class EvalConfig(BaseModel):
         if not share >= 0:
             raise ValueError(f"must be a number >= 0 or 'auto', got {v!r}")
         return share
+
+    @field_validator("worlds", mode="before")
+    @classmethod
+    def _worlds(cls, v: Any) -> Any:
+        ok = v is None or (isinstance(v, int) and not isinstance(v, bool) and v >= 1)
+        if not ok:
+            raise ValueError(BAD_WORLDS.format(value=v))
+        return v
+
+    @field_validator("sim_device")
+    @classmethod
+    def _sim_device(cls, v: str | None) -> str | None:
+        if v is not None and not re.fullmatch(r"cpu|cuda(:\d+)?", v):
+            raise ValueError(BAD_SIM_DEVICE.format(value=v))
+        return v
+
+    @model_validator(mode="before")
+    @classmethod
+    def _batched_videos(cls, data: Any) -> Any:
+        """The batched backend films no failures: ``videos`` defaults to 0 there."""
+        if isinstance(data, dict) and data.get("backend") == "batched" and "videos" not in data:
+            return {**data, "videos": 0}
+        return data
+
+    @model_validator(mode="after")
+    def _batched(self) -> EvalConfig:
+        if self.backend != "batched":
+            given = [f"--{f.replace('_', '-')}" for f in ("worlds", "sim_device")
+                     if getattr(self, f) is not None]
+            if given:
+                raise ValueError(BATCHED_ONLY.format(
+                    flags=" and ".join(given), y="ies" if len(given) == 1 else "y",
+                    backend=self.backend, them="it" if len(given) == 1 else "them"))
+            return self
+        if self.obs_mode != "state":
+            raise ValueError(BATCHED_REFUSES.format(what="pixel policies"))
+        if self.policy.split(":", 1)[0] == "remote":
+            raise ValueError(BATCHED_REFUSES.format(
+                what=f"remote: policies ({self.policy!r}: a policy server answers one "
+                "request at a time)"))
+        if self.safety:
+            raise ValueError(BATCHED_REFUSES.format(what="--safety"))
+        if self.videos:
+            raise ValueError(BATCHED_REFUSES.format(
+                what=f"failure videos (--videos {self.videos}; give --videos 0)"))
+        return self
 
     @field_validator("success_threshold")
     @classmethod

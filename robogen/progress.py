@@ -270,6 +270,9 @@ def start_line(env: str, policies: Sequence[str], episodes: int | str, backend: 
         n = f"{workers} Ray worker{'s' if workers != 1 else ''}" if workers else \
             "Ray workers (one per free CPU)"
         how = f"starting {n}, each loading the env and the policy"
+    elif backend == "batched":
+        how = ("loading the env and the policy in this process and putting the scene's worlds "
+               "on the device (batched backend; a scene's first run compiles its kernels)")
     else:
         how = "loading the env and the policy in this process (serial backend)"
     return f"evaluating {who} on {env} ({episodes} episodes per condition): {how} ..."

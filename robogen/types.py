@@ -345,6 +345,29 @@ class PolicyLoadInfo(Record):
     servers: tuple[ServerInfo, ...] = ()
 
 
+@dataclass(frozen=True, slots=True)
+class BackendInfo(Record):
+    """Where a run's episodes were stepped; recorded in the manifest (not hashed).
+
+    Attributes:
+        kind: The backend (``ray``, ``serial``, ``batched``); empty in a manifest from
+            before the field.
+        device: The simulator's device (``cpu``; the batched backend's warp device, e.g.
+            ``cuda:0``).
+        worlds: Worlds stepped together (batched backend), None otherwise.
+        float_precision: The simulator's floating-point precision (``float64`` for C MuJoCo,
+            ``float32`` for MuJoCo Warp).
+        versions: Versions of the simulator packages beyond :attr:`EvalManifest.versions`
+            (``mujoco-warp``, ``warp-lang``).
+    """
+
+    kind: str = ""
+    device: str = ""
+    worlds: int | None = None
+    float_precision: str = ""
+    versions: dict[str, str] = field(default_factory=dict)
+
+
 POLICY_INPUTS = ("observation", "simulator", "prompt")
 """What a policy may read (:attr:`EvalManifest.policy_inputs`)."""
 
@@ -439,6 +462,9 @@ class EvalManifest(Record):
             (:func:`robogen.rollout.safety.force_sampling`: ``peak over physics substeps`` or
             ``sampled per env step``); empty without safety or in a manifest from before the
             field. Not hashed.
+        backend: Where the episodes were stepped (:class:`BackendInfo`: backend, device,
+            worlds, float precision, simulator versions) when the run was created (a
+            ``--resume`` may use another backend). Not hashed.
     """
 
     schema_version: int
@@ -471,3 +497,4 @@ class EvalManifest(Record):
     policy_inputs: tuple[str, ...] = ()
     safety: bool = False
     safety_sampling: str = ""
+    backend: BackendInfo = field(default_factory=BackendInfo)

@@ -105,7 +105,8 @@ def test_resume_refuses_exactly_the_options_that_are_not_how_to_run(tmp_path) ->
     run = tmp_path / "empty"
     run.mkdir()  # no manifest: an option that is let through fails on that
     applies = set(resume_flags())
-    assert applies == {"--backend", "--workers", "--address", "--unit-timeout", "--videos"}
+    assert applies == {"--backend", "--worlds", "--sim-device", "--workers", "--address",
+                       "--unit-timeout", "--videos"}
     for name, option in _options("eval").items():
         if name == "resume":
             continue
@@ -115,8 +116,8 @@ def test_resume_refuses_exactly_the_options_that_are_not_how_to_run(tmp_path) ->
         if flag in applies:
             assert "no manifest.json" in res.output, (flag, res.output)
         else:
-            assert f"drop {flag} (only --backend, --workers, --address, --unit-timeout and " \
-                   "--videos apply)" in _flat(res.output), (flag, res.output)
+            assert f"drop {flag} (only --backend, --worlds, --sim-device, --workers, --address, " \
+                   "--unit-timeout and --videos apply)" in _flat(res.output), (flag, res.output)
 
 
 @dataclass(frozen=True)

@@ -34,6 +34,7 @@ from robogen.types import (
     CAUSES,
     SPLITS,
     AxisLevel,
+    BackendInfo,
     Condition,
     EpisodeResult,
     EvalManifest,
@@ -104,6 +105,8 @@ def test_old_report_json_loads_and_writes_back_byte_for_byte() -> None:
     assert written["manifest"].pop("policy_inputs") == []  # unknown (issue 24)
     assert written["manifest"].pop("safety") is False  # not recorded (issue 24)
     assert written["manifest"].pop("safety_sampling") == ""  # nor where (issue 40)
+    assert written["manifest"].pop("backend") == {  # unknown where it ran (issue 37)
+        "kind": "", "device": "", "worlds": None, "float_precision": "", "versions": {}}
     assert written.pop("safety") == []
     assert written.pop("hardware") == ""  # no workers.jsonl (issue 35)
     assert written["manifest"]["policy_load"].pop("servers") == []  # not remote (issue 27)
@@ -155,9 +158,10 @@ def test_old_manifest_loads_with_the_defaults_of_later_fields() -> None:
     d = to_dict(m)
     assert set(d) - set(old) == {
         "deterministic_actions", "reward_source", "policy_load", "sequential", "plugins",
-        "policy_inputs", "safety", "safety_sampling"}
+        "policy_inputs", "safety", "safety_sampling", "backend"}
     assert m.sequential is None and m.plugins == () and m.policy_inputs == ()
     assert m.safety is False and m.safety_sampling == ""
+    assert m.backend == BackendInfo()  # where it ran is unknown
     assert m.policy_load.replaced == () and m.deterministic_actions is True
     assert EvalManifest.from_dict(json.loads(json.dumps(d))) == m
 

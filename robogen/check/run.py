@@ -232,6 +232,9 @@ class _EvalSide:
         from robogen.rollout.session import EvalSession
 
         if self.session is None:
+            from robogen.runs.evaluation import load_backend
+
+            load_backend(self.cfg.backend)  # a backend above rollout registers on import
             backend = make_backend(self.manifest, backend_options(self.cfg),
                                    max_workers=self.num_workers, keep_cluster=True)
             self.session = EvalSession(self.store, backend)

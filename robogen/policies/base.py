@@ -122,6 +122,22 @@ def _accepts(fn: Any, name: str) -> bool:
 
 
 @runtime_checkable
+class TensorActing(Protocol):
+    """A policy that also acts on a batch that is already a torch tensor on a device (the
+    batched backend's observations), without a copy to the host and back.
+
+    ``act_tensor`` gives the same actions as ``act(obs.cpu().numpy(), deterministic=True)``
+    (within float32) or None where this policy cannot act on tensors (e.g. an SB3 model
+    whose prediction is not the plain mean action); the caller then uses ``act``.
+    """
+
+    def act_tensor(self, obs: Any) -> Any:
+        """Deterministic actions ``(B, act_dim) float32`` (a ``torch.Tensor`` on ``obs``'s
+        device) for ``obs`` ``(B, obs_dim) float32`` (a ``torch.Tensor``), or None."""
+        ...
+
+
+@runtime_checkable
 class PrivilegedPolicy(Policy, Protocol):
     """A policy that reads the simulator (scripted experts use the model's own kinematics)."""
 

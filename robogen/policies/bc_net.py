@@ -397,6 +397,11 @@ class BCModel:
             return {}
         return {"mean": self.obs_mean, "std": self.obs_std}
 
+    @property
+    def device_arrays(self) -> tuple[Any, dict[str, Any]]:
+        """``(params, stats)`` as JAX arrays on JAX's default device (copied once)."""
+        return self._on_device
+
     @functools.cached_property
     def _on_device(self) -> tuple[Any, dict[str, Any]]:
         """``(params, stats)`` as JAX arrays, copied once instead of at every :meth:`predict`."""

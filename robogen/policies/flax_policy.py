@@ -101,6 +101,35 @@ class FlaxBCPolicy:
         """
         return self.model.predict(obs)
 
+    def act_tensor(self, obs: Any) -> Any:
+        """:meth:`act` on a ``(B, D)`` float32 torch tensor, without a host copy
+        (:class:`~robogen.policies.base.TensorActing`): the tensor enters JAX through DLPack
+        (zero-copy on the same device), the jitted row-by-row network runs there and the
+        actions come back to torch the same way. None for image policies.
+
+        Returns:
+            ``(B, A) float32`` torch tensor of actions within the action space.
+        """
+        if self.obs_mode != "state":
+            return None
+        import jax
+        import jax.numpy as jnp
+        import torch
+
+        from robogen.policies.bc_net import predict_fn
+
+        m = self.model
+        x = jax.dlpack.from_dlpack(obs.detach().contiguous())
+        b = int(x.shape[0])
+        padded = 1 << max(0, (b - 1).bit_length())  # the buckets of BCModel.predict
+        if padded != b:
+            x = jnp.concatenate([x, jnp.zeros((padded - b, *x.shape[1:]), x.dtype)])
+        params, stats = m.device_arrays
+        out = predict_fn(m.config, m.act_dim)(params, stats, {"state": x.astype(jnp.float32)},
+                                               b)[:b]
+        low, high = jnp.asarray(m.action_low), jnp.asarray(m.action_high)
+        return torch.from_dlpack((low + (out + 1.0) * 0.5 * (high - low)).astype(jnp.float32))
+
 
 @register_policy_scheme("flax", form="flax:DIR", resolve=absolute_path)
 def load_flax(rest: str, ctx: LoadContext) -> FlaxBCPolicy:

@@ -138,6 +138,18 @@ class SB3Policy:
         self.vecnormalize = vecnormalize
         self.load_info = load_info if load_info is not None else PolicyLoadInfo()
         self._mean_action = _mean_action_fn(getattr(model, "policy", None))
+        self._mean_tensor: Any = None  # built at the first act_tensor
+
+    def act_tensor(self, obs: Any) -> Any:
+        """Deterministic actions for a ``(B, obs_dim)`` float32 torch tensor, computed on its
+        device (:class:`~robogen.policies.base.TensorActing`); None where the policy's
+        prediction is not the plain mean action (PPO/A2C Gaussian) or observes images."""
+        if self._mean_tensor is None:
+            from robogen.policies.sb3_tensor import mean_action_tensor_fn
+
+            fn = mean_action_tensor_fn(getattr(self.model, "policy", None), self.vecnormalize)
+            self._mean_tensor = fn if fn is not None else False
+        return self._mean_tensor(obs) if self._mean_tensor else None
 
     def reset(self, slots: Sequence[int]) -> None:
         """No per-episode state (feed-forward policies)."""
@@ -196,20 +208,12 @@ def _mean_action_fn(policy: Any) -> Any:
     if policy is None:
         return None
     import torch
-    from gymnasium import spaces
-    from stable_baselines3.common.distributions import DiagGaussianDistribution
-    from stable_baselines3.common.policies import ActorCriticPolicy
     from stable_baselines3.common.preprocessing import is_image_space, maybe_transpose
     from stable_baselines3.common.utils import obs_as_tensor
 
-    cls = type(policy)
-    if not (isinstance(policy, ActorCriticPolicy)
-            and type(getattr(policy, "action_dist", None)) is DiagGaussianDistribution
-            and isinstance(policy.action_space, spaces.Box)
-            and isinstance(policy.observation_space, spaces.Box)
-            and all(getattr(cls, name) is getattr(ActorCriticPolicy, name)
-                    for name in ("predict", "_predict", "get_distribution", "obs_to_tensor",
-                                 "_get_action_dist_from_latent", "extract_features"))):
+    from robogen.policies.sb3_tensor import mean_action_applies
+
+    if not mean_action_applies(policy):
         return None
     obs_shape = tuple(policy.observation_space.shape)
     act_shape = tuple(policy.action_space.shape)

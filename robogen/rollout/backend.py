@@ -48,6 +48,10 @@ UNIT_SETUP_BUDGET_S = 60.0
 """Wall-clock allowance of a unit on top of its steps [s]: resets, scene recompiles,
 first frames, lazy JIT compilation of a policy."""
 
+BACKEND_KINDS: tuple[str, ...] = ("ray", "serial", "batched")
+"""The backends ``--backend`` names. ``batched`` is built by :mod:`robogen.batched` (a layer
+above this one), which registers it in :data:`robogen.rollout.backends.BACKENDS` on import."""
+
 DEFAULT_STARTUP_TIMEOUT_S = 300.0
 """How long a worker may take to start (import, create its envs, load the policy) [s]."""
 
@@ -93,22 +97,31 @@ class BackendOptions:
         render_device: Where workers render: ``auto`` (on their GPU when they hold one),
             ``gpu`` (a worker rendering on a CPU rasterizer is a set-up error) or ``cpu``
             (Mesa, whatever the GPU share) (:mod:`robogen.rollout.gpu`).
+        worlds: Worlds of the batched backend (None: its default for the device).
+        sim_device: warp device of the batched backend (None: ``cuda:0`` if visible, else
+            ``cpu``).
     """
 
-    kind: Literal["ray", "serial"] = "ray"
+    kind: Literal["ray", "serial", "batched"] = "ray"
     workers: int | None = None
     address: str | None = None
     num_gpus_per_worker: float | str = 0.0
     unit_timeout_s: float | None = None
     startup_timeout_s: float = DEFAULT_STARTUP_TIMEOUT_S
     render_device: str = "auto"
+    worlds: int | None = None
+    sim_device: str | None = None
 
     def __post_init__(self) -> None:
         if self.render_device not in RENDER_DEVICES:
             raise InvalidSpecError(f"--render-device must be one of {', '.join(RENDER_DEVICES)}, "
                                    f"got {self.render_device!r}")
-        if self.kind not in ("ray", "serial"):
-            raise InvalidSpecError(f"backend must be 'ray' or 'serial', got {self.kind!r}")
+        if self.kind not in BACKEND_KINDS:
+            raise InvalidSpecError(f"backend must be one of {', '.join(BACKEND_KINDS)}, got "
+                                   f"{self.kind!r}")
+        if self.worlds is not None and (isinstance(self.worlds, bool) or self.worlds < 1):
+            raise InvalidSpecError(f"--worlds must be an integer >= 1, got {self.worlds!r}; "
+                                   "give e.g. --worlds 64, or run with --backend ray")
         if self.unit_timeout_s is not None and not self.unit_timeout_s > 0:
             raise InvalidSpecError(
                 f"--unit-timeout must be > 0 seconds, got {self.unit_timeout_s!r}")

@@ -14,11 +14,45 @@ import contextlib
 import sys
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
+from robogen.errors import InvalidSpecError
+from robogen.registry import Registry
 from robogen.rollout.backend import Backend, BackendOptions, SerialBackend
 from robogen.rollout.gpu import fixed_share
-from robogen.types import EvalManifest
+from robogen.types import BackendInfo, EvalManifest
+
+BackendFactory = Callable[[EvalManifest, BackendOptions, int | None], Backend]
+"""``factory(manifest, options, max_units)``: a backend built outside this package
+(``max_units``: at most this many units will run, None: unknown)."""
+
+BACKENDS: Registry[BackendFactory] = Registry("backend")
+"""Backends that live above this layer, by ``--backend`` name: :mod:`robogen.batched`
+registers ``batched`` when imported (``robogen.runs`` imports it for such a run)."""
+
+NOT_REGISTERED = (
+    "backend {kind!r} is not loaded in this process: import {module} first (robogen eval "
+    "does), or run with --backend ray"
+)
+_MODULES = {"batched": "robogen.batched.backend"}
+
+
+@runtime_checkable
+class DescribesBackend(Protocol):
+    """A backend that says where it steps the episodes (the batched backend: device, worlds,
+    precision, versions), recorded in the run's manifest."""
+
+    def describe(self) -> BackendInfo:
+        """Where this backend steps the episodes."""
+        ...
+
+
+def describe_backend(backend: Backend, kind: str) -> BackendInfo:
+    """The manifest's :class:`BackendInfo` of ``backend`` (its ``--backend`` name ``kind``):
+    its own description when it gives one, else C MuJoCo on the CPU (float64)."""
+    if isinstance(backend, DescribesBackend):
+        return backend.describe()
+    return BackendInfo(kind=kind, device="cpu", float_precision="float64")
 
 
 def make_backend(manifest: EvalManifest, options: BackendOptions, *,
@@ -32,6 +66,11 @@ def make_backend(manifest: EvalManifest, options: BackendOptions, *,
         keep_cluster: Leave a Ray cluster this backend started running on close (several
             backends of one process share it).
     """
+    if options.kind in BACKENDS:
+        return BACKENDS.get(options.kind)(manifest, options, max_workers)
+    if options.kind in _MODULES:
+        raise InvalidSpecError(NOT_REGISTERED.format(kind=options.kind,
+                                                     module=_MODULES[options.kind]))
     device = "cuda" if fixed_share(options.num_gpus_per_worker) > 0 else "cpu"
     if options.kind == "serial":
         return SerialBackend(manifest, options, device=device)

@@ -75,7 +75,7 @@ before ``--episodes auto``) keep their hash."""
 
 RECORD_ONLY_FIELDS: tuple[str, ...] = (
     "versions", "spec_hash", "deterministic_actions", "reward_source", "policy_load", "plugins",
-    "policy_inputs", "safety", "safety_sampling",
+    "policy_inputs", "safety", "safety_sampling", "backend",
 )
 """Manifest fields recorded for readers but left out of :func:`spec_hash`: facts this version
 of robogen fixes (or that describe the checkpoint, not the protocol), so a manifest

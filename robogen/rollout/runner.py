@@ -25,7 +25,7 @@ from robogen._console import print_message
 from robogen.configs import EvalConfig
 from robogen.plugins import import_plugins
 from robogen.rollout.backend import Backend, BackendOptions
-from robogen.rollout.backends import make_backend
+from robogen.rollout.backends import describe_backend, make_backend
 from robogen.rollout.gpu import fixed_share
 from robogen.rollout.lock import RunDirLock
 from robogen.rollout.manifest import build_manifest, require_schema, with_hash
@@ -121,7 +121,8 @@ def backend_options(cfg: EvalConfig) -> BackendOptions:
     """The :class:`BackendOptions` of an evaluation config."""
     return BackendOptions(kind=cfg.backend, workers=cfg.workers, address=cfg.address,
                           num_gpus_per_worker=cfg.num_gpus_per_worker,
-                          unit_timeout_s=cfg.unit_timeout, render_device=cfg.render_device)
+                          unit_timeout_s=cfg.unit_timeout, render_device=cfg.render_device,
+                          worlds=cfg.worlds, sim_device=cfg.sim_device)
 
 
 def run_session(store: ResultStore, options: BackendOptions,
@@ -217,6 +218,7 @@ def run_evaluation(
     lock: RunDirLock | None = None
     try:
         backend.start()
+        manifest = with_hash(replace(manifest, backend=describe_backend(backend, cfg.backend)))
         store = ResultStore.create(out, manifest)
         lock = RunDirLock(store.run_dir).acquire()  # a --resume started meanwhile is refused
         (store.run_dir / "eval_config.json").write_text(cfg.model_dump_json(indent=2))
@@ -267,12 +269,15 @@ class ResumeOptions:
     """How :func:`resume_run` finishes a killed run (what to run is in its manifest).
 
     Attributes:
-        backend: ``ray`` or ``serial``.
+        backend: ``ray``, ``serial`` or ``batched``.
         workers: Ray workers (default: the cluster's free CPUs).
         address: Ray cluster to join.
         unit_timeout: Wall-clock budget per unit [s] (default: the run's setting, else
             derived from the unit's steps).
         retry_invalid: Rerun units the run gave up on (:data:`RETRIED_ON_RESUME`).
+        worlds: Worlds of the batched backend (default: the run's setting, else its default).
+        sim_device: Device of the batched backend (default: the run's setting, else its
+            default).
     """
 
     backend: str = "ray"
@@ -280,6 +285,8 @@ class ResumeOptions:
     address: str | None = None
     unit_timeout: float | None = None
     retry_invalid: bool = True
+    worlds: int | None = None
+    sim_device: str | None = None
 
 
 def resume_run(
@@ -332,7 +339,10 @@ def _resume_locked(store: ResultStore, options: ResumeOptions,
                                  workers=options.workers, address=options.address,
                                  num_gpus_per_worker=saved.get("num_gpus_per_worker", 0.0),
                                  unit_timeout_s=unit_timeout,
-                                 render_device=saved.get("render_device", "auto"))
+                                 render_device=saved.get("render_device", "auto"),
+                                 worlds=options.worlds if options.worlds is not None
+                                 else saved.get("worlds"),
+                                 sim_device=options.sim_device or saved.get("sim_device"))
     rerun = (store.units_with_causes(RETRIED_ON_RESUME) if options.retry_invalid
              else frozenset[int]())
     if store.manifest.sequential is not None:

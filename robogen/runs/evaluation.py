@@ -49,6 +49,13 @@ class EvalOutcome:
     files: dict[str, Path]
 
 
+def load_backend(kind: str) -> None:
+    """Import the module that registers backend ``kind`` when it lives above
+    :mod:`robogen.rollout` (``batched``: :mod:`robogen.batched.backend`)."""
+    if kind == "batched":
+        import robogen.batched.backend  # noqa: F401  (registers "batched")
+
+
 def evaluate(
     cfg: EvalConfig,
     *,
@@ -60,6 +67,7 @@ def evaluate(
     :func:`~robogen.rollout.runner.run_evaluation` (same arguments and errors), then
     :func:`finish_report` with ``cfg.videos``.
     """
+    load_backend(cfg.backend)
     with PlotWorker() as plotter:  # imports matplotlib on another core while episodes run
         store = run_evaluation(cfg, progress=progress, check_manifest=check_manifest)
         return finish_report(store, videos=cfg.videos, plotter=plotter)
@@ -84,13 +92,14 @@ def resume(
         videos: Failures filmed per axis (default: the run's setting, else 2).
         **options: :class:`~robogen.rollout.runner.ResumeOptions` fields
             (``backend`` (default ``"ray"``), ``workers``, ``address``, ``unit_timeout``,
-            ``retry_invalid``).
+            ``retry_invalid``, ``worlds``, ``sim_device``).
 
     Raises:
         TypeError: On a keyword that is not a ``ResumeOptions`` field.
         RunDirError, InvalidSpecError, WorkerSetupError: As ``resume_run``.
     """
     resume_options = ResumeOptions(**options)  # a bad keyword fails before the helper starts
+    load_backend(resume_options.backend)
     with PlotWorker() as plotter:
         store = resume_run(run_dir, resume_options, progress=progress)
         n_videos = saved_config(store.run_dir).get("videos", 2) if videos is None else videos

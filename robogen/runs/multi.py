@@ -143,10 +143,11 @@ def _evaluate_all(
     from robogen.rollout.ray_backend import cluster_address
     from robogen.rollout.runner import run_evaluation
     from robogen.rollout.store import ResultStore
-    from robogen.runs.evaluation import finish_report
+    from robogen.runs.evaluation import finish_report, load_backend
     from robogen.runs.failure_videos import film_run
 
     first = cfgs[0]
+    load_backend(first.backend)
     shared = (first.backend == "ray" and cluster_address(first.address) is None
               and not ray_cluster_is_up())
     if shared:

@@ -13,6 +13,7 @@ from robogen.rollout import manifest as mf
 from robogen.rollout.runner import prepare
 from robogen.types import (
     AxisLevel,
+    BackendInfo,
     Condition,
     EvalManifest,
     PolicyLoadInfo,
@@ -125,6 +126,7 @@ def _changed(m: EvalManifest, name: str) -> EvalManifest:
         "sequential": SequentialRule(0.1, m.n_episodes, m.batch_size),
         "plugins": ("my_pkg.robogen_plugin",), "policy_inputs": ("simulator",),
         "safety": True, "safety_sampling": "sampled per env step",
+        "backend": BackendInfo("batched", "cuda:0", 4096, "float32"),
     }
     assert set(other) == {f.name for f in dataclasses.fields(EvalManifest)}
     return dataclasses.replace(m, **{name: other[name]})
@@ -198,7 +200,7 @@ def test_a_run_stored_before_the_newer_fields_resumes(tmp_path):
     d = json.loads((out / MANIFEST).read_text())
     newer = set(d) - set(json.loads(FIXTURE.read_text()))
     assert newer == {"deterministic_actions", "reward_source", "policy_load", "sequential",
-                     "plugins", "policy_inputs", "safety", "safety_sampling"}
+                     "plugins", "policy_inputs", "safety", "safety_sampling", "backend"}
     old = {k: v for k, v in d.items() if k not in newer}
     del old["breaking_levels"]
     (out / MANIFEST).write_text(json.dumps(old))

@@ -1,0 +1,86 @@
+"""Episodes/s of ``robogen eval``: the batched backend (N worlds) vs the serial backend.
+
+The same evaluation (env, policy, axes, episodes, step limit, seed) runs on the serial
+backend and on the batched backend at each ``--worlds`` N, in this process, through
+:func:`robogen.rollout.runner.run_evaluation` (the episodes stored, no report). Before the
+timed runs one small untimed batched run loads the scene's kernels (a cold kernel cache
+compiles them: tens of seconds on a CPU). The time of a run includes its start-up (policy
+load, env, worlds). Rounds alternate the ways (the machine is noisy); the median round is
+reported, with the ratio batched / serial. Every batched run's outcomes are compared with the
+serial run's (same success and cause per episode).
+
+GPU speed is not measured on a machine without a GPU: by default warp's CPU device runs the
+worlds one after another (``--sim-device cuda:0`` on a GPU). Usage:
+
+    python benchmarks/bench_batched_eval.py [--env gymnasium/Reacher-v5] [--episodes 200]
+        [--worlds 64,400] [--rounds 1] [--sim-device cpu]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+import robogen
+from robogen.configs import load_eval_config
+from robogen.rollout.runner import run_evaluation
+
+CKPT = Path(robogen.__file__).parent / "assets" / "checkpoints"
+REACHER = {"policy": f"sb3:{CKPT / 'ppo_reacher.zip'}",
+           "vecnormalize": str(CKPT / "ppo_reacher_vecnormalize.pkl")}
+
+
+def _run(base: dict, out: Path, **how: object) -> tuple[float, dict]:
+    cfg = load_eval_config(None, **base, **how, out=out)
+    start = time.perf_counter()
+    store = run_evaluation(cfg)
+    took = time.perf_counter() - start
+    outcomes = {(r.condition, r.episode_index): (r.success, r.cause)
+                for r in store.load_results()}
+    return took, outcomes
+
+
+def main() -> None:
+    """Run the comparison and print one line per way and the ratios."""
+    import robogen.batched.backend  # noqa: F401  (registers the batched backend)
+
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--env", default="gymnasium/Reacher-v5")
+    p.add_argument("--episodes", type=int, default=200)
+    p.add_argument("--worlds", default="64,400")
+    p.add_argument("--rounds", type=int, default=1)
+    p.add_argument("--sim-device", default="cpu")
+    a = p.parse_args()
+    base = {"env": a.env, **(REACHER if a.env == "gymnasium/Reacher-v5" else
+                             {"policy": "random"}),
+            "axes": ["physics"], "severities": [0.3], "episodes": a.episodes,
+            "batch_size": 8, "seed": 0}
+    worlds = [int(w) for w in a.worlds.split(",")]
+    times: dict[str, list[float]] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        _run({**base, "episodes": 2, "max_steps": 2}, root / "warm-up", backend="batched",
+             worlds=2, sim_device=a.sim_device)
+        for r in range(a.rounds):
+            took, serial = _run(base, root / f"serial-{r}", backend="serial", videos=0)
+            times.setdefault("serial", []).append(took)
+            for n in worlds:
+                took, batched = _run(base, root / f"batched-{n}-{r}", backend="batched",
+                                     worlds=n, sim_device=a.sim_device)
+                times.setdefault(f"batched {n}", []).append(took)
+                same = sum(batched[k] == serial[k] for k in serial)
+                print(f"round {r}: batched {n} worlds: {same}/{len(serial)} episodes with "
+                      "the serial outcome")
+    episodes = 2 * a.episodes
+    serial_s = statistics.median(times["serial"])
+    for way, ts in times.items():
+        s = statistics.median(ts)
+        print(f"{way:>14}: {s:7.2f} s  {episodes / s:8.1f} episodes/s  "
+              f"{serial_s / s:5.2f}x serial")
+
+
+if __name__ == "__main__":
+    main()
