@@ -23,7 +23,7 @@ Rounds alternate the two ways (the machine is noisy); the median round is report
 frames of the same states (4 states per env: reset seeds 0-3, seed ``s`` followed by
 ``5 s`` random env steps): the mean absolute difference in 0-255 levels per channel, and
 the fraction of pixels whose channels all differ by at most 16 levels (the measures
-``tests/batched/test_render.py`` bounds); ``--no-specular`` zeroes the lights' specular
+``tests/batched/test_batch_render.py`` bounds); ``--no-specular`` zeroes the lights' specular
 colour in both renderers first (the specular highlights are where the two differ most).
 Usage:
 

@@ -11,7 +11,7 @@ copy); frames reach the host only through :meth:`BatchRenderer.render_numpy`.
 MJWarp renders by ray casting (``mujoco_warp.render``: one primary ray per pixel through a
 bounding-volume hierarchy of the worlds' geoms, refit at every frame), not by OpenGL
 rasterization, so a frame differs from robogen's OpenGL frame (``envs/render.py``) of the
-same state by a small image distance (``tests/batched/test_render.py`` pins it;
+same state by a small image distance (``tests/batched/test_batch_render.py`` pins it;
 ``docs/benchmarks.md`` has the numbers). What it shares with the OpenGL path and what not:
 
 * **Geometry, colours, materials**: primitives and meshes, ``geom_rgba``/``mat_rgba`` (the
