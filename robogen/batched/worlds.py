@@ -71,10 +71,41 @@ def load_mjwarp() -> tuple[ModuleType, ModuleType]:
         warp = importlib.import_module("warp")
         # warnings only (no start-up banner, no "Module ... took N ms" line per kernel module)
         warp.config.log_level = warp.LOG_WARNING
+        _init_quietly(warp)
         mujoco_warp = importlib.import_module("mujoco_warp")
     except ImportError as e:
         raise DependencyMissingError(MJWARP_WHAT, "mujoco_warp", MJWARP_EXTRA) from e
     return warp, mujoco_warp
+
+
+def _init_quietly(warp: ModuleType) -> None:
+    """``warp.init()``; on a Linux machine without the NVIDIA driver library, without the
+    line warp's native code prints there ("Warp CUDA warning: Could not find or load the
+    NVIDIA CUDA driver"): expected on a CPU machine, it says nothing a user can act on.
+    Where the driver library exists, warp's messages pass through unchanged."""
+    import ctypes
+    import os
+    import sys
+
+    if not sys.platform.startswith("linux"):
+        warp.init()
+        return
+    for name in ("libcuda.so", "libcuda.so.1"):
+        try:
+            ctypes.CDLL(name)
+        except OSError:
+            continue
+        warp.init()
+        return
+    sys.stderr.flush()
+    saved = os.dup(2)
+    try:
+        with open(os.devnull, "w") as null:
+            os.dup2(null.fileno(), 2)
+            warp.init()
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
 
 
 def _array_fields(cls: type) -> dict[str, bool]:

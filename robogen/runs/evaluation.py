@@ -131,7 +131,7 @@ def finish_report(
     kinds = {a: AXES.get(a).kind for a in m.axes if a in AXES}
     report = build_report(results, m, policy_obs_mode=m.policy_obs_mode, axis_kinds=kinds,
                           faults=load_faults(store.run_dir),
-                          hardware=hardware_summary(read_placements(store.run_dir)))
+                          hardware=_hardware(store))
     video_files: dict[str, str] = dict(keep_videos or {})
     if videos > 0:
         from robogen.runs.failure_videos import film_failures
@@ -154,3 +154,15 @@ def rebuild_report(run_dir: Path) -> EvalOutcome:
     """
     store = ResultStore.open(run_dir)
     return finish_report(store, videos=0, keep_videos=existing_videos(store.run_dir))
+
+
+def _hardware(store: ResultStore) -> str:
+    """The report header's line on where the episodes ran: the workers' placements, or for
+    the batched backend its worlds, device and simulator (``"batched backend: 64 worlds on
+    cpu (MuJoCo Warp 4.0.0, float32)"``)."""
+    b = store.manifest.backend
+    if b.kind == "batched":
+        mjw = b.versions.get("mujoco-warp", "?")
+        return (f"batched backend: {b.worlds} worlds on {b.device} (MuJoCo Warp {mjw}, "
+                f"{b.float_precision})")
+    return hardware_summary(read_placements(store.run_dir))

@@ -85,6 +85,9 @@ def test_batched_run_has_the_serial_columns_manifest_report_and_outcomes(
     report = json.loads((runs["batched"] / "report.json").read_text())
     assert [c["condition"] for c in report["conditions"]] == ["nominal", "physics@1"]
     assert report["manifest"]["backend"]["kind"] == "batched"
+    header = (runs["batched"] / "report.md").read_text()
+    assert "batched backend: 3 worlds on cpu (MuJoCo Warp 4.0.0, float32)" in header
+    assert "worker" not in header.split("\n")[2]  # not "1 worker on CPUs"
 
 
 def test_compare_takes_a_batched_and_a_serial_run(runs: dict[str, Path], tmp_path: Path) -> None:
