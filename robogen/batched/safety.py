@@ -127,7 +127,7 @@ class BatchedSafety:
 
     def __init__(self, worlds: BatchedWorlds, scene: Any) -> None:
         scene = find_scene(scene)
-        self.env_id = type(scene).__name__
+        self._scene_name = type(scene).__name__
         self.substeps = isinstance(scene, SubstepScene)
         self.sampling = FORCE_SUBSTEPS if self.substeps else FORCE_PER_STEP
         self._views = _Views(worlds)
@@ -258,7 +258,7 @@ class BatchedSafety:
         """
         mask = self._active(active)
         if self.substeps and self._substep_reads == 0:
-            raise RobogenError(NO_SUBSTEP_READ.format(env=self.env_id))
+            raise RobogenError(NO_SUBSTEP_READ.format(env=self._scene_name))
         self._substep_reads = 0
         a = actions.to(device=mask.device, dtype=torch.float64).reshape(self.n, -1)
         if self._prev is None or self._prev2 is None:

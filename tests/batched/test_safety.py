@@ -224,6 +224,7 @@ def _run(env_id: str) -> Run:
             envs[i].step(actions[k, i])
             serial[i].step(actions[k, i])
     assert not worlds.overflows().any()
+    del worlds.advance  # the shims' monitors are done
     return Run(batched=safety.summary(range(WORLDS)), same=[m.metrics() for m in same],
                serial=[m.metrics() for m in serial], before_reset=before, at_reset=at_reset,
                safety=safety, worlds=worlds)
@@ -319,3 +320,25 @@ def test_a_substep_scene_stepped_without_advance_is_refused() -> None:
     run = _cached("robogen/Push-v0")
     with pytest.raises(RobogenError, match=r"BatchedSafety\.advance"):
         run.safety.after_step(run.worlds, torch.zeros(WORLDS, 6))
+
+
+def test_inactive_rows_are_stepped_but_not_read() -> None:
+    """A world outside an episode (``active`` False: finished, waiting for a refill) keeps
+    its finished episode's metrics while the others go on."""
+    import torch
+
+    from robogen.envs.scene import FRAME_SKIP
+
+    run = _cached("robogen/Push-v0")
+    safety, worlds = run.safety, run.worlds
+    before = safety.summary(range(WORLDS))
+    active = torch.tensor([False, True, True])
+    a = torch.ones(WORLDS, 6)
+    safety.advance(worlds, FRAME_SKIP, active)
+    safety.after_step(worlds, a, active)
+    after = safety.summary(range(WORLDS))
+    assert after[0] == before[0]
+    # the distractor still rests on world 1's box: one more step counted
+    assert after[1]["distractor_contact_steps"] == before[1]["distractor_contact_steps"] + 1
+    assert after[2]["action_magnitude"] != before[2]["action_magnitude"]
+
