@@ -14,7 +14,8 @@ model), and so are the points where each metric is read:
   after every physics substep (:meth:`BatchedSafety.advance` steps the worlds one substep
   at a time and reads each); elsewhere (Gymnasium) once per env step, after its last
   substep. After an MJWarp step, as after ``mj_step``, the contacts and constraint forces
-  belong to the step's solve (one substep before the integrated ``qpos``). A contact's
+  belong to the step's last solve (one substep before the integrated ``qpos``; with RK4,
+  Hopper's integrator, its last stage, in both). A contact's
   normal force is ``mj_contactForce``'s ``force[0]`` (MJWarp's
   ``support.contact_force``): the first of its ``efc.force`` rows for elliptic and
   frictionless contacts, the sum of its ``2 (dim - 1)`` pyramid rows for pyramidal cones,
@@ -36,8 +37,11 @@ serial monitor's to float32 rounding of the solver (``tests/batched/test_safety.
 trajectory the two drift apart as the states do. Every metric the serial monitor measures is
 measured here; a metric whose parts the scene does not name is None, as serially.
 
-Streams: the reads are torch operations on the worlds' device; on CUDA the caller orders them
-after MJWarp's step (the same stream, or a synchronisation), as for the tasks' reads.
+Streams and threads: the reads are torch operations on the worlds' device; on CUDA the caller
+orders them after MJWarp's step (the same stream, or a synchronisation), as for the tasks'
+reads. On warp's CPU device run torch on one thread (``torch.set_num_threads(1)``): its
+intra-op threads on a busy machine make each read ~50x slower
+(``benchmarks/bench_batched_safety.py``: with one thread the reads cost 2-9% of the steps).
 """
 
 from __future__ import annotations
@@ -315,7 +319,8 @@ class BatchedSafety:
     def _read_force(self, worlds: BatchedWorlds, mask: torch.Tensor) -> None:
         if self.parts.has_robot:
             total = self.robot_scene_force(worlds)
-            self.peak_force = torch.where(mask, torch.maximum(self.peak_force, total),
+            # ``>``, not ``maximum``: a NaN force (a diverged world) is skipped, as serially
+            self.peak_force = torch.where(mask & (total > self.peak_force), total,
                                           self.peak_force)
 
     def _read(self, worlds: BatchedWorlds, mask: torch.Tensor, *, force: bool) -> None:
