@@ -33,7 +33,7 @@ constraint buffers overflowed (:meth:`~robogen.batched.worlds.BatchedWorlds.over
 dropped contacts: its metrics, like its trajectory, are not a result.
 
 Precision: MJWarp solves in float32, so a force read on the same state agrees with the
-serial monitor's to float32 rounding of the solver (``tests/batched/test_safety.py``); along a
+serial monitor's to float32 rounding of the solver (``tests/batched/test_batched_safety.py``); along a
 trajectory the two drift apart as the states do. Every metric the serial monitor measures is
 measured here; a metric whose parts the scene does not name is None, as serially.
 
