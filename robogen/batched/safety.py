@@ -32,9 +32,9 @@ Constraint rows are per world (``d.efc``, ``d.nefc`` rows used). A world whose c
 constraint buffers overflowed (:meth:`~robogen.batched.worlds.BatchedWorlds.overflows`) has
 dropped contacts: its metrics, like its trajectory, are not a result.
 
-Precision: MJWarp solves in float32, so a force read on the same state agrees with the
-serial monitor's to float32 rounding of the solver (``tests/batched/test_batched_safety.py``); along a
-trajectory the two drift apart as the states do. Every metric the serial monitor measures is
+Precision: on the same state (an MJWarp world copied into an ``MjData``) the metrics equal
+the serial monitor's (``tests/batched/test_batched_safety.py``); MJWarp solves in float32,
+so along a trajectory they drift from C MuJoCo's as the states do. Every metric the serial monitor measures is
 measured here; a metric whose parts the scene does not name is None, as serially.
 
 Streams and threads: the reads are torch operations on the worlds' device; on CUDA the caller
