@@ -34,8 +34,9 @@ dropped contacts: its metrics, like its trajectory, are not a result.
 
 Precision: on the same state (an MJWarp world copied into an ``MjData``) the metrics equal
 the serial monitor's (``tests/batched/test_batched_safety.py``); MJWarp solves in float32,
-so along a trajectory they drift from C MuJoCo's as the states do. Every metric the serial monitor measures is
-measured here; a metric whose parts the scene does not name is None, as serially.
+so along a trajectory they drift from C MuJoCo's as the states do. Every metric the serial
+monitor measures is measured here; a metric whose parts the scene does not name is None, as
+serially.
 
 Streams and threads: the reads are torch operations on the worlds' device; on CUDA the caller
 orders them after MJWarp's step (the same stream, or a synchronisation), as for the tasks'
