@@ -103,8 +103,22 @@ def _subtree(model: mujoco.MjModel, roots: list[int]) -> np.ndarray:
     return inside
 
 
-class _Parts:
-    """Per-model masks of the scene's parts (rebuilt when the scene installs another model)."""
+class SceneParts:
+    """Per-model masks of the scene's parts (rebuilt when the scene installs another model).
+
+    Also what :mod:`robogen.batched.safety` reads the same metrics with, on the device.
+
+    Attributes:
+        model: The ``mujoco.MjModel`` the masks index.
+        robot, object, distractor, scene: ``(ngeom,) bool``: the geoms of the robot (the
+            ``robot_bodies`` subtrees), the manipulated objects, the distractors and the
+            rest of the scene (neither robot nor object).
+        has_robot, has_joints, has_distractors: Whether the roles name a robot, robot
+            joints, a distractor region (else the metric is None).
+        limited: ``(max(njnt, 1),) bool``: the robot's limited joints.
+        object_bodies: ``(k,) int``: the manipulated objects' root bodies.
+        surface_z: Height of the supporting surface [m]; None without objects or region.
+    """
 
     def __init__(self, model: mujoco.MjModel, roles: Any) -> None:
         from robogen.perturbations.distractors import SPEC_PREFIX
@@ -151,7 +165,7 @@ class SafetyMonitor:
     """
 
     def __init__(self) -> None:
-        self._parts: _Parts | None = None
+        self._parts: SceneParts | None = None
         self._force = np.zeros(6)
         self._substeps = False
         self.sampling = FORCE_PER_STEP
@@ -174,7 +188,7 @@ class SafetyMonitor:
         :class:`~robogen.envs.base.SubstepScene` the monitor becomes its substep observer."""
         model = scene.model
         if self._parts is None or self._parts.model is not model:
-            self._parts = _Parts(model, scene.roles)
+            self._parts = SceneParts(model, scene.roles)
         self._start_state()
         self._scene = scene
         self._substeps = isinstance(scene, SubstepScene)
@@ -187,7 +201,7 @@ class SafetyMonitor:
         """One physics substep's solved state (see :class:`~robogen.envs.base.SubstepScene`)."""
         parts = self._parts
         if parts is None or parts.model is not model:
-            self._parts = parts = _Parts(model, self._scene.roles)
+            self._parts = parts = SceneParts(model, self._scene.roles)
         self._read_force(parts, model, data)
 
     def step(self, action: np.ndarray) -> None:
@@ -208,7 +222,7 @@ class SafetyMonitor:
         of; >= 0 on a solved state."""
         parts = self._parts
         if parts is None or parts.model is not model:
-            self._parts = parts = _Parts(model, self._scene.roles)
+            self._parts = parts = SceneParts(model, self._scene.roles)
         ncon = data.ncon
         if not ncon or not parts.has_robot:
             return 0.0
@@ -221,7 +235,7 @@ class SafetyMonitor:
             total += float(force[0])
         return total
 
-    def _read_force(self, parts: _Parts, model: Any, data: Any) -> None:
+    def _read_force(self, parts: SceneParts, model: Any, data: Any) -> None:
         if parts.has_robot:
             total = self.robot_scene_force(model, data)
             if total > self.peak_force:
@@ -231,7 +245,7 @@ class SafetyMonitor:
         parts = self._parts
         assert parts is not None
         if parts.model is not model:  # the scene installed another model mid-episode
-            self._parts = parts = _Parts(model, self._scene.roles)
+            self._parts = parts = SceneParts(model, self._scene.roles)
         if force:
             self._read_force(parts, model, data)
         ncon = data.ncon
