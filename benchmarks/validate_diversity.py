@@ -3,9 +3,10 @@
 Not a timed test: a script that runs the method once and prints what it finds.
 
 1. Diversity curves (:func:`robogen.scaling.diversity.run_diversity`, ``robogen scale --vary
-   values``) for a state policy: per factor a grid of BC models on ``m`` demonstrations in
-   each of ``k`` distinct train values (``--values``, up to 32 by default), evaluated on
-   held-out test values; the diversity and quantity exponents with bootstrap intervals.
+   values``) for a state or pixel (``--obs-mode``) policy: per factor a grid of BC models
+   on ``m`` demonstrations in each of ``k`` distinct train values (``--values``, up to 32 by
+   default), evaluated on held-out test values; the diversity and quantity exponents with
+   bootstrap intervals.
 2. The value planner (:mod:`robogen.scaling.value_planner`) splits ``--budget`` into
    (values, demos per value) per factor with ``--value-cost``; its difference from the equal
    split with the procedure-bootstrap interval.
