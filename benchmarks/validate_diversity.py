@@ -3,9 +3,10 @@
 Not a timed test: a script that runs the method once and prints what it finds.
 
 1. Diversity curves (:func:`robogen.scaling.diversity.run_diversity`, ``robogen scale --vary
-   values``) for a state policy: per factor a grid of BC models on ``m`` demonstrations in
-   each of ``k`` distinct train values (``--values``, up to 32 by default), evaluated on
-   held-out test values; the diversity and quantity exponents with bootstrap intervals.
+   values``) for a state or pixel (``--obs-mode``) policy: per factor a grid of BC models
+   on ``m`` demonstrations in each of ``k`` distinct train values (``--values``, up to 32 by
+   default), evaluated on held-out test values; the diversity and quantity exponents with
+   bootstrap intervals.
 2. The value planner (:mod:`robogen.scaling.value_planner`) splits ``--budget`` into
    (values, demos per value) per factor with ``--value-cost``; its difference from the equal
    split with the procedure-bootstrap interval.
@@ -20,6 +21,14 @@ Usage::
 
     python benchmarks/validate_diversity.py              # Reach, embodiment + object_pose
     python benchmarks/validate_diversity.py --values 1,2,4,8 --per-value 1,2,4 --n-boot 100
+    python benchmarks/validate_diversity.py --obs-mode state+pixels --image-size 40 \
+        --factors texture,embodiment --steps 1500 --seeds 1 --out runs/validate_diversity_px
+
+``--obs-mode pixels`` or ``state+pixels`` trains the library's BC CNN (``arch=cnn``, DrQ
+random shift) on images of ``--image-size`` px recorded with the demonstrations, and
+evaluates it on images rendered the same way; ``--weight-decay`` and ``--lr`` override the
+BC defaults of :func:`robogen.scaling.loop.default_bc_config`. A killed run resumes: saved
+demonstrations, models and finished evaluation episodes are reused.
 """
 
 from __future__ import annotations
@@ -50,7 +59,13 @@ def main() -> None:
     ap.add_argument("--eval-values", type=int, default=10, help="held-out values per model")
     ap.add_argument("--eval-episodes", type=int, default=5, help="episodes per held-out value")
     ap.add_argument("--seeds", type=int, default=2, help="training seeds per grid cell")
+    ap.add_argument("--obs-mode", default="state", choices=("state", "pixels", "state+pixels"),
+                    help="observation of the BC policies (pixels: the BC CNN)")
+    ap.add_argument("--image-size", type=int, default=84, help="image side [px] (pixels)")
     ap.add_argument("--steps", type=int, default=None, help="BC steps (default: the loop's)")
+    ap.add_argument("--weight-decay", type=float, default=None,
+                    help="BC decoupled weight decay (default: the loop's for --obs-mode)")
+    ap.add_argument("--lr", type=float, default=None, help="BC learning rate")
     ap.add_argument("--n-boot", type=int, default=200, help="bootstrap refits per curve")
     ap.add_argument("--budget", type=float, default=48, help="demonstration units to plan")
     ap.add_argument("--value-cost", type=float, default=2.0, help="cost of a new value")
@@ -73,15 +88,18 @@ def main() -> None:
     )
 
     t0 = time.perf_counter()
-    overrides = {} if args.steps is None else {"steps": args.steps}
+    overrides = {k: v for k, v in (("steps", args.steps), ("weight_decay", args.weight_decay),
+                                   ("lr", args.lr)) if v is not None}
     config = diversity.DiversityConfig(
         task=args.task, factors=tuple(f.strip() for f in args.factors.split(",") if f.strip()),
         values=diversity.parse_grid(args.values),
         per_value=diversity.parse_grid(args.per_value, "--per-value"),
         eval_values=args.eval_values, eval_episodes=args.eval_episodes, seeds=args.seeds,
-        seed=args.seed, n_boot=args.n_boot, bc=default_bc_config("state", **overrides))
-    print(f"[1/3] diversity curves of {', '.join(config.factors)} on {args.task}: k "
-          f"{list(config.values)} x m {list(config.per_value)}, {args.seeds} seeds", flush=True)
+        seed=args.seed, n_boot=args.n_boot, obs_mode=args.obs_mode, image_size=args.image_size,
+        bc=default_bc_config(args.obs_mode, **overrides))
+    print(f"[1/3] diversity curves of {', '.join(config.factors)} on {args.task} "
+          f"({args.obs_mode}): k {list(config.values)} x m {list(config.per_value)}, "
+          f"{args.seeds} seeds", flush=True)
     res = diversity.run_diversity(config, args.out / "diversity", progress=_printer())
     curves = load_curves(res.curves_path, task=args.task)
     summary: dict = {"task": args.task, "config": config.to_dict(), "curves": {}}
@@ -139,7 +157,7 @@ def _validate(args, config, splits) -> dict:  # noqa: ANN001 - script
         return {"skipped": f"{empty} buy no value"}
     store = collect_demos(config.task, targets, args.out / "diversity" / "demos",
                           seed=config.seed, severity=config.severity,
-                          batch_size=config.collect_batch_size)
+                          image_size=config.image_size, batch_size=config.collect_batch_size)
     def tag(split) -> str:  # noqa: ANN001 - the split is in the name: stored models match it
         return "-".join(f"{f}{k}x{m}" for f, (k, m) in split.items())
 
@@ -149,7 +167,7 @@ def _validate(args, config, splits) -> dict:  # noqa: ANN001 - script
             for name, split in splits.items()}
     probe = make(config.task)
     train_models(store, [j for js in jobs.values() for j in js], args.out / "models",
-                 config=config.bc, action_low=probe.action_space.low,
+                 config=config.bc, obs_mode=config.obs_mode, action_low=probe.action_space.low,
                  action_high=probe.action_space.high)
     probe.close()
     conds = [c for f in config.factors for c in eval_conditions(config, f)]
@@ -160,7 +178,10 @@ def _validate(args, config, splits) -> dict:  # noqa: ANN001 - script
             manifest = eval_manifest(config.task,
                                      f"flax:{(args.out / 'models' / job.name).resolve()}",
                                      conds, n_episodes=args.final_episodes,
-                                     seed=config.seed + 1)
+                                     seed=config.seed + 1, obs_mode=config.obs_mode,
+                                     image_size=config.image_size,
+                                     batch_size=min(config.eval_batch_size,
+                                                    args.final_episodes))
             by = outcomes_by_condition(run_eval(args.out / "evals" / job.name, manifest))
             outcomes[name].append(np.concatenate([by[c.name] for c in conds]))
     res: dict = {}
@@ -189,12 +210,13 @@ def _validate(args, config, splits) -> dict:  # noqa: ANN001 - script
 
 def _printer():  # noqa: ANN202 - script
     last: dict[str, int] = {}
+    t0 = time.perf_counter()
 
     def report(stage: str, done: int, total: int) -> None:
         step = max(1, total // 5)
         if done == total or done // step != last.get(stage, -1):
             last[stage] = done // step
-            print(f"  {stage}: {done}/{total}", flush=True)
+            print(f"  {stage}: {done}/{total} ({time.perf_counter() - t0:.0f} s)", flush=True)
 
     return report
 
