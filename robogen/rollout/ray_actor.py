@@ -85,7 +85,7 @@ class _WorkerActor:
     def _worker_of(self, manifest: dict[str, Any], worker_index: int) -> Any:
         from robogen.rollout.worker import EpisodeWorker
 
-        key = (json.dumps(manifest, sort_keys=True), worker_index)
+        key = (_manifest_key(manifest), worker_index)
         if key in self._workers:
             self._workers.move_to_end(key)
             return self._workers[key]
@@ -127,6 +127,13 @@ class _WorkerActor:
 
     def call(self, fn: Callable[..., Any], manifest: dict[str, Any], *args: Any) -> Any:
         """``fn(*args, worker=W)``, W this process's worker of ``manifest`` (made if needed)."""
-        text = json.dumps(manifest, sort_keys=True)
+        text = _manifest_key(manifest)
         index = next((i for t, i in self._workers if t == text), 0)
         return fn(*args, worker=self._worker_of(manifest, index))
+
+
+def _manifest_key(manifest: dict[str, Any]) -> str:
+    """The key of a manifest's worker: the manifest without its ``backend`` record (where
+    the episodes ran, filled in after the actors loaded it), so that a call made with the
+    stored manifest (filming a failure video) finds the worker the units ran on."""
+    return json.dumps({k: v for k, v in manifest.items() if k != "backend"}, sort_keys=True)
