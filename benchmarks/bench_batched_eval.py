@@ -13,7 +13,10 @@ GPU speed is not measured on a machine without a GPU: by default warp's CPU devi
 worlds one after another (``--sim-device cuda:0`` on a GPU). Usage:
 
     python benchmarks/bench_batched_eval.py [--env gymnasium/Reacher-v5] [--episodes 200]
-        [--worlds 64,400] [--rounds 1] [--sim-device cpu]
+        [--worlds 64,400] [--rounds 1] [--sim-device cpu] [--max-steps N] [--safety]
+
+Envs other than Reacher run the ``random`` policy (its per-episode action streams are the
+same on both backends). ``--safety`` records the safety metrics on both backends.
 """
 
 from __future__ import annotations
@@ -53,11 +56,15 @@ def main() -> None:
     p.add_argument("--worlds", default="64,400")
     p.add_argument("--rounds", type=int, default=1)
     p.add_argument("--sim-device", default="cpu")
+    p.add_argument("--max-steps", type=int, default=None)
+    p.add_argument("--safety", action="store_true")
     a = p.parse_args()
     base = {"env": a.env, **(REACHER if a.env == "gymnasium/Reacher-v5" else
                              {"policy": "random"}),
             "axes": ["physics"], "severities": [0.3], "episodes": a.episodes,
-            "batch_size": 8, "seed": 0}
+            "batch_size": 8, "seed": 0, "safety": a.safety}
+    if a.max_steps is not None:
+        base["max_steps"] = a.max_steps
     worlds = [int(w) for w in a.worlds.split(",")]
     times: dict[str, list[float]] = {}
     with tempfile.TemporaryDirectory() as tmp:
