@@ -13,15 +13,26 @@ GPU speed is not measured on a machine without a GPU: by default warp's CPU devi
 worlds one after another (``--sim-device cuda:0`` on a GPU). Usage:
 
     python benchmarks/bench_batched_eval.py [--env gymnasium/Reacher-v5] [--episodes 200]
-        [--worlds 64,400] [--rounds 1] [--sim-device cpu]
+        [--worlds 64,400] [--rounds 1] [--sim-device cpu] [--max-steps N] [--safety]
+        [--torch-threads T]
+
+``--torch-threads T`` adds, at each N, a batched run with torch on T intra-op threads (the
+backend runs torch on one thread on the CPU device; torch's default is one per core): the
+ratio shows what that choice buys. Every way starts with torch's thread count reset (the
+serial worker also sets one thread when torch is imported).
+
+Envs other than Reacher run the ``random`` policy (its per-episode action streams are the
+same on both backends). ``--safety`` records the safety metrics on both backends.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import statistics
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import robogen
@@ -43,6 +54,24 @@ def _run(base: dict, out: Path, **how: object) -> tuple[float, dict]:
     return took, outcomes
 
 
+@contextlib.contextmanager
+def _torch_threads(threads: int | None) -> Iterator[None]:
+    """Within: the batched backend sets torch to ``threads`` threads (None: as it does)."""
+    import torch
+
+    import robogen.batched.backend as backend
+
+    if threads is None:
+        yield
+        return
+    own = backend.one_torch_thread
+    backend.one_torch_thread = lambda device: torch.set_num_threads(threads)
+    try:
+        yield
+    finally:
+        backend.one_torch_thread = own
+
+
 def main() -> None:
     """Run the comparison and print one line per way and the ratios."""
     import robogen.batched.backend  # noqa: F401  (registers the batched backend)
@@ -53,11 +82,19 @@ def main() -> None:
     p.add_argument("--worlds", default="64,400")
     p.add_argument("--rounds", type=int, default=1)
     p.add_argument("--sim-device", default="cpu")
+    p.add_argument("--max-steps", type=int, default=None)
+    p.add_argument("--safety", action="store_true")
+    p.add_argument("--torch-threads", type=int, default=None)
     a = p.parse_args()
+    import torch
+
+    default_threads = torch.get_num_threads()
     base = {"env": a.env, **(REACHER if a.env == "gymnasium/Reacher-v5" else
                              {"policy": "random"}),
             "axes": ["physics"], "severities": [0.3], "episodes": a.episodes,
-            "batch_size": 8, "seed": 0}
+            "batch_size": 8, "seed": 0, "safety": a.safety}
+    if a.max_steps is not None:
+        base["max_steps"] = a.max_steps
     worlds = [int(w) for w in a.worlds.split(",")]
     times: dict[str, list[float]] = {}
     with tempfile.TemporaryDirectory() as tmp:
@@ -68,17 +105,21 @@ def main() -> None:
             took, serial = _run(base, root / f"serial-{r}", backend="serial", videos=0)
             times.setdefault("serial", []).append(took)
             for n in worlds:
-                took, batched = _run(base, root / f"batched-{n}-{r}", backend="batched",
-                                     worlds=n, sim_device=a.sim_device)
-                times.setdefault(f"batched {n}", []).append(took)
-                same = sum(batched[k] == serial[k] for k in serial)
-                print(f"round {r}: batched {n} worlds: {same}/{len(serial)} episodes with "
-                      "the serial outcome")
+                for threads in (None, a.torch_threads) if a.torch_threads else (None,):
+                    torch.set_num_threads(default_threads)
+                    way = f"batched {n}" + (f" t{threads}" if threads else "")
+                    with _torch_threads(threads):
+                        took, batched = _run(base, root / f"{way}-{r}", backend="batched",
+                                             worlds=n, sim_device=a.sim_device)
+                    times.setdefault(way, []).append(took)
+                    same = sum(batched[k] == serial[k] for k in serial)
+                    print(f"round {r}: {way} worlds: {same}/{len(serial)} episodes with "
+                          "the serial outcome")
     episodes = 2 * a.episodes
     serial_s = statistics.median(times["serial"])
     for way, ts in times.items():
         s = statistics.median(ts)
-        print(f"{way:>14}: {s:7.2f} s  {episodes / s:8.1f} episodes/s  "
+        print(f"{way:>18}: {s:7.2f} s  {episodes / s:8.1f} episodes/s  "
               f"{serial_s / s:5.2f}x serial")
 
 

@@ -299,8 +299,6 @@ class EvalConfig(BaseModel):
             raise ValueError(BATCHED_REFUSES.format(
                 what=f"remote: policies ({self.policy!r}: a policy server answers one "
                 "request at a time)"))
-        if self.safety:
-            raise ValueError(BATCHED_REFUSES.format(what="--safety"))
         if self.videos:
             raise ValueError(BATCHED_REFUSES.format(
                 what=f"failure videos (--videos {self.videos}; give --videos 0)"))

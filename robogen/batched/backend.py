@@ -20,22 +20,24 @@ Importing this module registers the backend as ``batched`` in
 :data:`robogen.rollout.backends.BACKENDS` (``robogen.runs`` imports it for such a run).
 
 Not done here: per-unit wall-clock budgets and watchdog retries (one process steps every
-world; Ctrl-C or a kill stops the run and ``--resume`` reruns the unfinished units), the
-observers' per-episode columns (``--safety``, policy-server latency: refused by the config),
-failure videos (refused), pixel observations (refused until the batch renderer lands).
+world; Ctrl-C or a kill stops the run and ``--resume`` reruns the unfinished units),
+policy-server latency (``remote:`` policies are refused by the config), failure videos
+(refused), pixel observations (refused until the batch renderer lands). ``--safety`` is read
+on the device (:mod:`robogen.batched.observed`).
 """
 
 from __future__ import annotations
 
 import os
 import socket
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
 from robogen.batched.fields import BATCHED_AXES, get_field, sample_perturbations
 from robogen.batched.lockstep import Ended, Lockstep
+from robogen.batched.observed import one_torch_thread, safety_columns, start_safety
 from robogen.batched.slots import SlotBook
 from robogen.batched.worlds import NOT_BATCHABLE_FIELD, BatchedWorlds, load_mjwarp
 from robogen.configs import DEFAULT_CPU_WORLDS, DEFAULT_GPU_WORLDS
@@ -213,6 +215,7 @@ class BatchedBackend:
 
         m = self.manifest
         load_mjwarp()
+        one_torch_thread(self.device)
         import_plugins(m.plugins, why=" that the run uses")
         env = make_env(m)
         self._env = env
@@ -233,11 +236,12 @@ class BatchedBackend:
             paths = self._install_fields(worlds, scene.model, paths)
             task = batched_task(m.env_id, env, worlds)
             space = env.action_space
+            safety = start_safety(m, worlds, env)
             self._lock = Lockstep(
                 worlds, task, env, policy, run_seed=m.seed, max_steps=m.max_steps,
                 field_paths=paths, action_low=getattr(space, "low", None),
                 action_high=getattr(space, "high", None),
-                takes_seeds=policy_capabilities(policy).seeds)
+                takes_seeds=policy_capabilities(policy).seeds, safety=safety)
         except BaseException:
             self.close()
             raise
@@ -292,16 +296,20 @@ class BatchedBackend:
 
         fill()
         while not book.done():
-            for ended in lock.step():
+            ended_now = lock.step()
+            for ended, columns in zip(ended_now, safety_columns(lock.safety, ended_now),
+                                      strict=True):
                 episode = book.slots[ended.row]
                 assert episode is not None
                 report(book.finish(ended.row, self._result(
-                    episode.unit, episode.episode_index, ended, None)))
+                    episode.unit, episode.episode_index, ended, None, columns)))
             fill()
 
     def _result(self, unit: WorkUnit, episode_index: int, e: Ended | None,
-                reset_error: str | None) -> EpisodeResult:
-        """The :class:`EpisodeResult` of an ended episode (or of one whose reset raised)."""
+                reset_error: str | None, columns: Mapping[str, Any] | None = None
+                ) -> EpisodeResult:
+        """The :class:`EpisodeResult` of an ended episode (or of one whose reset raised);
+        ``columns``: its safety metrics (``--safety``)."""
         lock = self._lock
         assert lock is not None
         if e is None:
@@ -315,7 +323,8 @@ class BatchedBackend:
             self.manifest, unit, episode_index, episode_return=e.episode_return,
             length_steps=e.length_steps, success=e.success, cause=e.cause, error=e.error,
             perturbations_json=run.perturbations_json, changed_axes=run.changed_axes,
-            wall_time_s=e.wall_time_s, first_success_step=e.first_success_step)
+            wall_time_s=e.wall_time_s, first_success_step=e.first_success_step,
+            **(columns or {}))
 
     def close(self) -> None:
         """Drop the worlds and close the host env."""

@@ -110,12 +110,15 @@ class Lockstep:
         action_low: Lower bound of the action space ``(act_dim,)`` (None: unbounded).
         action_high: Upper bound ``(act_dim,)``.
         takes_seeds: The policy's ``reset`` takes ``seeds``.
+        safety: A :class:`~robogen.batched.safety.BatchedSafety` of ``worlds`` (``--safety``)
+            or None: it reads each refilled world's reset state, steps the physics (its
+            substep reads) and reads every env step of the running worlds.
     """
 
     def __init__(self, worlds: BatchedWorlds, task: Any, env: Any, policy: Any, *,
                  run_seed: int, max_steps: int, field_paths: Sequence[str] = (),
                  action_low: Any = None, action_high: Any = None,
-                 takes_seeds: bool = False) -> None:
+                 takes_seeds: bool = False, safety: Any = None) -> None:
         import torch
 
         from robogen.envs.base import find_scene
@@ -132,6 +135,7 @@ class Lockstep:
         self._run_seed = int(run_seed)
         self._tensor_policy = isinstance(policy, TensorActing)
         self._takes_seeds = takes_seeds
+        self.safety = safety
         n = worlds.worlds
         self.device = worlds.tensor("qpos").device
         dev = self.device
@@ -205,6 +209,8 @@ class Lockstep:
         if started:
             idx = torch.as_tensor(started, device=self.device)
             self._forward(idx)
+            if self.safety is not None:
+                self.safety.reset_rows(self.worlds, started)
             self.ret[idx] = 0.0
             self.steps[idx] = 0
             self.first_success[idx] = -1
@@ -279,7 +285,12 @@ class Lockstep:
         bad = self.running & ~torch.isfinite(actions).all(dim=1)
         actions = torch.where(torch.isfinite(actions), actions, torch.zeros_like(actions))
         self.task.apply_action(w, actions)
-        w.advance(self.task.frame_skip)
+        live = self.running & ~bad
+        if self.safety is None:
+            w.advance(self.task.frame_skip)
+        else:
+            self.safety.advance(w, self.task.frame_skip, live)
+            self.safety.after_step(w, actions, live)
         last = self.steps + 1 >= self.max_steps
         out = self.task.outcome(w, actions, last=last,
                                 episode_return=self.ret.to(torch.float32))
@@ -288,7 +299,6 @@ class Lockstep:
                   & _finite_rows(torch, self._state["qvel"])
                   & _finite_rows(torch, self._qacc) & torch.isfinite(reward))
         overflow = (self._overflow.to(torch.int64) & self._overflow_mask) != 0
-        live = self.running & ~bad
         unstable = live & ~finite & ~overflow
         overflowed = live & overflow
         ok = live & finite & ~overflow
