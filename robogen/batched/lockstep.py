@@ -42,8 +42,8 @@ from typing import Any
 import numpy as np
 
 from robogen.batched.fields import get_field
-from robogen.envs.observations import pixels_digest
 from robogen.batched.worlds import BatchedWorlds, load_mjwarp
+from robogen.envs.observations import pixels_digest
 from robogen.errors import RobogenError
 from robogen.perturbations.wrapper import MAX_STATE
 from robogen.rollout.plan import episode_seed, perturbation_seed
@@ -177,7 +177,8 @@ class Lockstep:
         self.renderer = renderer
         self._fresh: list[int] = []  # worlds loaded since the last step (first frames)
         model = worlds.model
-        self._tex_rows = (np.tile(np.asarray(model.tex_data), (n, 1))
+        self._tex_nominal = np.array(model.tex_data)  # before any host reset edits it
+        self._tex_rows = (np.tile(self._tex_nominal, (n, 1))
                           if textures and renderer is not None and model.ntexdata else None)
         self._tex_varied = False
 
@@ -257,8 +258,7 @@ class Lockstep:
         """Give the renderer every world's texture pixels (the model's everywhere: None)."""
         rows = self._tex_rows
         assert rows is not None and self.renderer is not None
-        varied = bool(np.any(rows != rows[:1])) or not np.array_equal(
-            rows[0], np.asarray(self.worlds.model.tex_data))
+        varied = bool(np.any(rows != self._tex_nominal))
         if varied or self._tex_varied:
             self.renderer.set_textures(rows if varied else None)
         self._tex_varied = varied
