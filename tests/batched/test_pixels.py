@@ -114,6 +114,23 @@ def test_videos_replay_failures_of_a_batched_run_on_the_serial_path(
         assert (runs["batched"] / rel).stat().st_size > 0
 
 
+def test_a_pixels_only_policy_gets_uint8_frames_through_its_host_act(tmp_path: Path) -> None:
+    """``--obs-mode pixels`` with a ``python:`` policy (no ``act_tensor``): ``act`` gets one
+    ``(N, 84, 84, 3) uint8`` host batch per step (the fixture asserts the layout, so a wrong
+    one ends episodes as ``policy_error``), and its actions follow the frames."""
+    out = tmp_path / "run"
+    code, text = _eval("--env", "robogen/Push-v0", "--obs-mode", "pixels", "--policy",
+                       "python:tests/fixtures/pixel_policies.py:image_driven",
+                       "--axes", "lighting", "--severities", "1", "--episodes", "2",
+                       "--max-steps", "4", "--backend", "batched", "--worlds", "4",
+                       "--out", str(out))
+    assert code == 0, text
+    t = _table(out)
+    assert (t.cause == "timeout").all(), t[["cause", "error"]]
+    assert t.first_frame_digest.notna().all()
+    assert t.episode_return.nunique() == len(t)
+
+
 def test_an_unbatchable_axis_with_a_pixel_policy_exits_2(tmp_path: Path) -> None:
     out = tmp_path / "run"
     code, text = _eval(*PUSH, "--axes", "sensor", "--backend", "batched", "--episodes", "2",
