@@ -9,11 +9,16 @@ load, env, worlds). Rounds alternate the ways (the machine is noisy); the median
 reported, with the ratio batched / serial. Every batched run's outcomes are compared with the
 serial run's (same success and cause per episode).
 
+``--pixels`` evaluates the shipped pixel policy instead: ``robogen/Push-v0`` with
+``flax:push_pixels_plain`` (``state+pixels``, 84x84 ``front`` camera) on ``lighting@0.3``;
+the batched backend draws its frames with MuJoCo Warp's batch renderer, the serial one with
+OpenGL, so outcomes may differ (the renderers' frames differ, ``docs/benchmarks.md``).
+
 GPU speed is not measured on a machine without a GPU: by default warp's CPU device runs the
 worlds one after another (``--sim-device cuda:0`` on a GPU). Usage:
 
     python benchmarks/bench_batched_eval.py [--env gymnasium/Reacher-v5] [--episodes 200]
-        [--worlds 64,400] [--rounds 1] [--sim-device cpu]
+        [--worlds 64,400] [--rounds 1] [--sim-device cpu] [--pixels]
 """
 
 from __future__ import annotations
@@ -31,6 +36,9 @@ from robogen.rollout.runner import run_evaluation
 CKPT = Path(robogen.__file__).parent / "assets" / "checkpoints"
 REACHER = {"policy": f"sb3:{CKPT / 'ppo_reacher.zip'}",
            "vecnormalize": str(CKPT / "ppo_reacher_vecnormalize.pkl")}
+PIXELS = {"env": "robogen/Push-v0", "obs_mode": "state+pixels", "axes": ["lighting"],
+          "policy": f"flax:{Path(robogen.__file__).parent / 'assets' / 'policies'}"
+                    "/push_pixels_plain"}
 
 
 def _run(base: dict, out: Path, **how: object) -> tuple[float, dict]:
@@ -53,11 +61,13 @@ def main() -> None:
     p.add_argument("--worlds", default="64,400")
     p.add_argument("--rounds", type=int, default=1)
     p.add_argument("--sim-device", default="cpu")
+    p.add_argument("--pixels", action="store_true",
+                   help="Push with the shipped state+pixels CNN on lighting@0.3")
     a = p.parse_args()
     base = {"env": a.env, **(REACHER if a.env == "gymnasium/Reacher-v5" else
                              {"policy": "random"}),
             "axes": ["physics"], "severities": [0.3], "episodes": a.episodes,
-            "batch_size": 8, "seed": 0}
+            "batch_size": 8, "seed": 0, **(PIXELS if a.pixels else {})}
     worlds = [int(w) for w in a.worlds.split(",")]
     times: dict[str, list[float]] = {}
     with tempfile.TemporaryDirectory() as tmp:
