@@ -210,7 +210,7 @@ class EvalConfig(BaseModel):
         "Observation camera (default: the env's).")] = None
     backend: Annotated[Literal["ray", "serial", "batched"], Opt(
         "ray | serial | batched (N worlds of one scene stepped together on one device with "
-        "MuJoCo Warp; state policies; needs robogen[batched]).", resume=True)] = "ray"
+        "MuJoCo Warp; state and pixel policies; needs robogen[batched]).", resume=True)] = "ray"
     worlds: Annotated[int | None, Opt(
         "Batched backend: worlds stepped together, each one episode (default: the episodes "
         f"to run, at most {DEFAULT_CPU_WORLDS} on the CPU and {DEFAULT_GPU_WORLDS} on a "
