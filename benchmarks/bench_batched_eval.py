@@ -9,12 +9,17 @@ load, env, worlds). Rounds alternate the ways (the machine is noisy); the median
 reported, with the ratio batched / serial. Every batched run's outcomes are compared with the
 serial run's (same success and cause per episode).
 
+``--pixels`` evaluates the shipped pixel policy instead: ``robogen/Push-v0`` with
+``flax:push_pixels_plain`` (``state+pixels``, 84x84 ``front`` camera) on ``lighting@0.3``;
+the batched backend draws its frames with MuJoCo Warp's batch renderer, the serial one with
+OpenGL, so outcomes may differ (the renderers' frames differ, ``docs/benchmarks.md``).
+
 GPU speed is not measured on a machine without a GPU: by default warp's CPU device runs the
 worlds one after another (``--sim-device cuda:0`` on a GPU). Usage:
 
     python benchmarks/bench_batched_eval.py [--env gymnasium/Reacher-v5] [--episodes 200]
         [--worlds 64,400] [--rounds 1] [--sim-device cpu] [--max-steps N] [--safety]
-        [--torch-threads T]
+        [--torch-threads T] [--pixels]
 
 ``--torch-threads T`` adds, at each N, a batched run with torch on T intra-op threads (the
 backend runs torch on one thread on the CPU device; torch's default is one per core): the
@@ -42,6 +47,9 @@ from robogen.rollout.runner import run_evaluation
 CKPT = Path(robogen.__file__).parent / "assets" / "checkpoints"
 REACHER = {"policy": f"sb3:{CKPT / 'ppo_reacher.zip'}",
            "vecnormalize": str(CKPT / "ppo_reacher_vecnormalize.pkl")}
+PIXELS = {"env": "robogen/Push-v0", "obs_mode": "state+pixels", "axes": ["lighting"],
+          "policy": f"flax:{Path(robogen.__file__).parent / 'assets' / 'policies'}"
+                    "/push_pixels_plain"}
 
 
 def _run(base: dict, out: Path, **how: object) -> tuple[float, dict]:
@@ -85,6 +93,8 @@ def main() -> None:
     p.add_argument("--max-steps", type=int, default=None)
     p.add_argument("--safety", action="store_true")
     p.add_argument("--torch-threads", type=int, default=None)
+    p.add_argument("--pixels", action="store_true",
+                   help="Push with the shipped state+pixels CNN on lighting@0.3")
     a = p.parse_args()
     import torch
 
@@ -92,7 +102,7 @@ def main() -> None:
     base = {"env": a.env, **(REACHER if a.env == "gymnasium/Reacher-v5" else
                              {"policy": "random"}),
             "axes": ["physics"], "severities": [0.3], "episodes": a.episodes,
-            "batch_size": 8, "seed": 0, "safety": a.safety}
+            "batch_size": 8, "seed": 0, "safety": a.safety, **(PIXELS if a.pixels else {})}
     if a.max_steps is not None:
         base["max_steps"] = a.max_steps
     worlds = [int(w) for w in a.worlds.split(",")]

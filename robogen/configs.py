@@ -210,7 +210,7 @@ class EvalConfig(BaseModel):
         "Observation camera (default: the env's).")] = None
     backend: Annotated[Literal["ray", "serial", "batched"], Opt(
         "ray | serial | batched (N worlds of one scene stepped together on one device with "
-        "MuJoCo Warp; state policies; needs robogen[batched]).", resume=True)] = "ray"
+        "MuJoCo Warp; state and pixel policies; needs robogen[batched]).", resume=True)] = "ray"
     worlds: Annotated[int | None, Opt(
         "Batched backend: worlds stepped together, each one episode (default: the episodes "
         f"to run, at most {DEFAULT_CPU_WORLDS} on the CPU and {DEFAULT_GPU_WORLDS} on a "
@@ -278,7 +278,8 @@ class EvalConfig(BaseModel):
     @model_validator(mode="before")
     @classmethod
     def _batched_videos(cls, data: Any) -> Any:
-        """The batched backend films no failures: ``videos`` defaults to 0 there."""
+        """``videos`` defaults to 0 on the batched backend: each film replays episodes on
+        the serial path after the run (give ``--videos N`` to ask for them)."""
         if isinstance(data, dict) and data.get("backend") == "batched" and "videos" not in data:
             return {**data, "videos": 0}
         return data
@@ -293,15 +294,10 @@ class EvalConfig(BaseModel):
                     flags=" and ".join(given), y="ies" if len(given) == 1 else "y",
                     backend=self.backend, them="it" if len(given) == 1 else "them"))
             return self
-        if self.obs_mode != "state":
-            raise ValueError(BATCHED_REFUSES.format(what="pixel policies"))
         if self.policy.split(":", 1)[0] == "remote":
             raise ValueError(BATCHED_REFUSES.format(
                 what=f"remote: policies ({self.policy!r}: a policy server answers one "
                 "request at a time)"))
-        if self.videos:
-            raise ValueError(BATCHED_REFUSES.format(
-                what=f"failure videos (--videos {self.videos}; give --videos 0)"))
         return self
 
     @field_validator("success_threshold")

@@ -20,10 +20,15 @@ Importing this module registers the backend as ``batched`` in
 :data:`robogen.rollout.backends.BACKENDS` (``robogen.runs`` imports it for such a run).
 
 Not done here: per-unit wall-clock budgets and watchdog retries (one process steps every
-world; Ctrl-C or a kill stops the run and ``--resume`` reruns the unfinished units),
-policy-server latency (``remote:`` policies are refused by the config), failure videos
-(refused), pixel observations (refused until the batch renderer lands). ``--safety`` is read
+world; Ctrl-C or a kill stops the run and ``--resume`` reruns the unfinished units) and
+policy-server latency (``remote:`` policies are refused by the config). ``--safety`` is read
 on the device (:mod:`robogen.batched.observed`).
+Pixel policies (``pixels``, ``state+pixels``) see frames of MuJoCo Warp's batch renderer
+(:class:`~robogen.batched.render.BatchRenderer`) at the camera and size the serial env
+renders for them; those frames differ from OpenGL's by about one level in 255, which moves
+the shipped pixel policies' success (``docs/benchmarks.md``): compare pixel results across
+backends with care. Failure videos replay the chosen episodes on the serial path after the
+run (:mod:`robogen.runs.failure_videos`), as for every backend.
 """
 
 from __future__ import annotations
@@ -56,7 +61,12 @@ PRIVILEGED = (
 )
 HOST_VIEWS = (
     "policy {policy!r} renders cameras of each env or takes a per-episode instruction; the "
-    "batched backend gives a policy state observations only: run it with --backend ray"
+    "batched backend gives a policy its observation only: run it with --backend ray"
+)
+NO_CAMERA = (
+    "env {env_id!r} names no observation camera the batch renderer can draw (render "
+    "settings camera {camera!r}, scene cameras {cameras}); run pixel policies on it with "
+    "--backend ray"
 )
 MJWARP_REFUSED = (
     "MuJoCo Warp cannot load {env_id!r}: {error}; run this env with --backend ray"
@@ -233,15 +243,18 @@ class BatchedBackend:
                 worlds = BatchedWorlds(scene.model, self.n_worlds, device=self.device)
             except NotImplementedError as e:
                 raise InvalidSpecError(MJWARP_REFUSED.format(env_id=m.env_id, error=e)) from e
+            textures = "tex_data" in paths
             paths = self._install_fields(worlds, scene.model, paths)
             task = batched_task(m.env_id, env, worlds)
+            renderer = None if m.obs_mode == "state" else self._renderer(worlds, scene)
             space = env.action_space
             safety = start_safety(m, worlds, env)
             self._lock = Lockstep(
                 worlds, task, env, policy, run_seed=m.seed, max_steps=m.max_steps,
                 field_paths=paths, action_low=getattr(space, "low", None),
                 action_high=getattr(space, "high", None),
-                takes_seeds=policy_capabilities(policy).seeds, safety=safety)
+                takes_seeds=policy_capabilities(policy).seeds, safety=safety,
+                obs_mode=m.obs_mode, renderer=renderer, textures=textures)
         except BaseException:
             self.close()
             raise
@@ -250,6 +263,23 @@ class BatchedBackend:
                                           pid=os.getpid())
         if self._placement_sink is not None:
             self._placement_sink(self._placement)
+
+    def _renderer(self, worlds: BatchedWorlds, scene: Any) -> Any:
+        """The batch renderer at the camera and size the serial env renders the policy's
+        frames with (``scene.render_settings``; camera ``""``: the scene's first camera).
+
+        Raises:
+            InvalidSpecError: If the scene names no camera the model has.
+        """
+        from robogen.batched.render import BatchRenderer
+
+        rs = scene.render_settings
+        cameras = tuple(scene.roles.cameras)
+        camera = rs.camera or (cameras[0] if cameras else "")
+        if not camera:
+            raise InvalidSpecError(NO_CAMERA.format(env_id=self.manifest.env_id,
+                                                    camera=rs.camera, cameras=list(cameras)))
+        return BatchRenderer(worlds, camera, int(rs.width), int(rs.height))
 
     @staticmethod
     def _install_fields(worlds: BatchedWorlds, model: Any, paths: Sequence[str]) -> list[str]:
@@ -324,7 +354,7 @@ class BatchedBackend:
             length_steps=e.length_steps, success=e.success, cause=e.cause, error=e.error,
             perturbations_json=run.perturbations_json, changed_axes=run.changed_axes,
             wall_time_s=e.wall_time_s, first_success_step=e.first_success_step,
-            **(columns or {}))
+            first_frame_digest=run.first_frame, **(columns or {}))
 
     def close(self) -> None:
         """Drop the worlds and close the host env."""

@@ -19,6 +19,16 @@ on that episode's observation: a batch call that raises is retried row by row on
 so only the culprits fail), ``sim_unstable`` (a non-finite or huge state or
 reward, or MJWarp's contact/constraint buffers overflowed: its trajectory is wrong; the
 machinery failed, not the policy).
+
+Pixel observations (``obs_mode`` ``pixels`` / ``state+pixels``) come from a
+:class:`~robogen.batched.render.BatchRenderer` at the policy's camera and size, drawn every
+env step: ``(N, H, W, 3) uint8`` on the device, or ``{"state": (N, obs_dim) float32,
+"pixels": ...}``, the serial layout batched. A world's texture pixels (``texture`` and
+``background`` draws) follow its episode: the host env's ``tex_data`` at its reset is given
+to the renderer (:meth:`~robogen.batched.render.BatchRenderer.set_textures`). The first
+frame of each episode is digested as the serial worker digests it
+(:func:`~robogen.envs.observations.pixels_digest`: one host copy of the new episodes'
+frames).
 """
 
 from __future__ import annotations
@@ -33,6 +43,7 @@ import numpy as np
 
 from robogen.batched.fields import get_field
 from robogen.batched.worlds import BatchedWorlds, load_mjwarp
+from robogen.envs.observations import pixels_digest
 from robogen.errors import RobogenError
 from robogen.perturbations.wrapper import MAX_STATE
 from robogen.rollout.plan import episode_seed, perturbation_seed
@@ -60,6 +71,8 @@ class Running:
         perturbations_json: The host env's ``info["robogen"]["perturbations"]`` as JSON.
         changed_axes: Its ``info["robogen"]["changed_axes"]``.
         started: ``time.perf_counter()`` at its reset [s].
+        first_frame: :func:`~robogen.envs.observations.pixels_digest` of the episode's
+            first image as the policy received it (None: a state policy).
     """
 
     episode_index: int
@@ -67,6 +80,7 @@ class Running:
     perturbations_json: str
     changed_axes: tuple[str, ...]
     started: float
+    first_frame: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,12 +127,18 @@ class Lockstep:
         safety: A :class:`~robogen.batched.safety.BatchedSafety` of ``worlds`` (``--safety``)
             or None: it reads each refilled world's reset state, steps the physics (its
             substep reads) and reads every env step of the running worlds.
+        obs_mode: What the policy observes (``state``, ``pixels``, ``state+pixels``).
+        renderer: The :class:`~robogen.batched.render.BatchRenderer` of ``worlds`` at the
+            policy's camera and size (needed unless ``obs_mode`` is ``state``).
+        textures: Give each world its episode's texture pixels (the run draws ``texture``
+            or ``background``).
     """
 
     def __init__(self, worlds: BatchedWorlds, task: Any, env: Any, policy: Any, *,
                  run_seed: int, max_steps: int, field_paths: Sequence[str] = (),
                  action_low: Any = None, action_high: Any = None,
-                 takes_seeds: bool = False, safety: Any = None) -> None:
+                 takes_seeds: bool = False, safety: Any = None, obs_mode: str = "state",
+                 renderer: Any = None, textures: bool = False) -> None:
         import torch
 
         from robogen.envs.base import find_scene
@@ -155,6 +175,16 @@ class Lockstep:
         self.first_success = torch.full((n,), -1, dtype=torch.int64, device=dev)
         self.running = torch.zeros(n, dtype=torch.bool, device=dev)
         self.episodes: list[Running | None] = [None] * n
+        if obs_mode != "state" and renderer is None:
+            raise ValueError(f"obs_mode {obs_mode!r} needs a BatchRenderer")
+        self.obs_mode = obs_mode
+        self.renderer = renderer
+        self._fresh: list[int] = []  # worlds loaded since the last step (first frames)
+        model = worlds.model
+        self._tex_nominal = np.array(model.tex_data)  # before any host reset edits it
+        self._tex_rows = (np.tile(self._tex_nominal, (n, 1))
+                          if textures and renderer is not None and model.ntexdata else None)
+        self._tex_varied = False
 
     def _field_view(self, path: str) -> Any:
         """A torch view of a per-world model field (``(N, ...)``)."""
@@ -179,6 +209,7 @@ class Lockstep:
         failed: list[tuple[int, str]] = []
         started: list[int] = []
         seed_list: list[int] = []
+        textures_moved = False
         for row, unit, i in rows_units:
             seed = episode_seed(self._run_seed, i)
             self.env.set_levels(unit.condition.levels)
@@ -199,6 +230,11 @@ class Lockstep:
                 value = get_field(m, path)
                 view[row] = torch.as_tensor(value.reshape(view.shape[1:]), dtype=view.dtype,
                                             device=view.device)
+            if self._tex_rows is not None:
+                tex = np.asarray(m.tex_data)
+                if not np.array_equal(self._tex_rows[row], tex):
+                    self._tex_rows[row] = tex
+                    textures_moved = True
             self._overflow[row] = 0
             self.task.on_reset(self.worlds, [row], [self.env])
             rg = info.get("robogen", {})
@@ -206,7 +242,10 @@ class Lockstep:
                                          tuple(rg.get("changed_axes", ())), time.perf_counter())
             started.append(row)
             seed_list.append(seed)
+        if textures_moved:
+            self._install_textures()
         if started:
+            self._fresh.extend(started)
             idx = torch.as_tensor(started, device=self.device)
             self._forward(idx)
             if self.safety is not None:
@@ -220,6 +259,15 @@ class Lockstep:
             else:
                 self.policy.reset(started)
         return failed
+
+    def _install_textures(self) -> None:
+        """Give the renderer every world's texture pixels (the model's everywhere: None)."""
+        rows = self._tex_rows
+        assert rows is not None and self.renderer is not None
+        varied = bool(np.any(rows != self._tex_nominal))
+        if varied or self._tex_varied:
+            self.renderer.set_textures(rows if varied else None)
+        self._tex_varied = varied
 
     def _forward(self, rows: Any) -> None:
         """``mjw.forward`` for the worlds ``rows`` just loaded, leaving every other running
@@ -240,6 +288,29 @@ class Lockstep:
 
     # ------------------------------------------------------------------ steps
 
+    def observe(self) -> Any:
+        """Every world's observation now, in the serial layout batched, on the device:
+        ``(N, obs_dim) float32`` state, ``(N, H, W, 3) uint8`` pixels, or a dict of both.
+
+        Records the first-frame digest of each episode started since the last call.
+        """
+        if self.obs_mode == "state":
+            return self.task.observe(self.worlds)
+        assert self.renderer is not None
+        frames = self.renderer.render()
+        if self._fresh:
+            rows = [r for r in self._fresh if self.episodes[r] is not None]
+            host = frames[rows].cpu().numpy() if rows else ()
+            for row, image in zip(rows, host, strict=True):
+                ep = self.episodes[row]
+                assert ep is not None
+                ep.first_frame = pixels_digest(image)
+            self._fresh = []
+        if self.obs_mode == "pixels":
+            return frames
+        return {"state": self.task.observe(self.worlds).to(self._torch.float32),
+                "pixels": frames}
+
     def _act(self, obs: Any) -> tuple[Any, dict[int, str]]:
         """Actions ``(N, act_dim)`` float32 on the device, clipped to the action space, and
         the error of each running world whose row makes the policy raise.
@@ -249,19 +320,20 @@ class Lockstep:
         """
         torch = self._torch
         errors: dict[int, str] = {}
+        n = self.worlds.worlds
         try:
             out = self.policy.act_tensor(obs) if self._tensor_policy else None
             if out is None:  # one host copy of the whole batch and one back
-                host = np.array(obs.detach().cpu().numpy(), dtype=np.float32)
-                acts = np.asarray(self.policy.act(host, deterministic=True), dtype=np.float32)
+                acts = np.asarray(self.policy.act(_host(obs), deterministic=True),
+                                  dtype=np.float32)
                 out = torch.as_tensor(acts, device=self.device)
-            out = out.to(torch.float32).reshape(obs.shape[0], -1)
+            out = out.to(torch.float32).reshape(n, -1)
         except Exception:  # noqa: BLE001 - find which episodes make the policy fail
-            host = np.array(obs.detach().cpu().numpy(), dtype=np.float32)
-            rows = np.zeros((obs.shape[0], int(self.task.act_dim)), np.float32)
+            host = _host(obs)
+            rows = np.zeros((n, int(self.task.act_dim)), np.float32)
             for row in self.running.nonzero().flatten().tolist():
                 try:
-                    rows[row] = np.asarray(self.policy.act(host[row:row + 1],
+                    rows[row] = np.asarray(self.policy.act(_rows(host, row),
                                                            deterministic=True),
                                            dtype=np.float32).reshape(-1)
                 except Exception as e:  # noqa: BLE001 - recorded as its policy_error
@@ -279,7 +351,7 @@ class Lockstep:
         """
         torch = self._torch
         w = self.worlds
-        obs = self.task.observe(w)
+        obs = self.observe()
         actions, errors = self._act(obs)
         failed = [self._end_row(row, "policy_error", error) for row, error in errors.items()]
         bad = self.running & ~torch.isfinite(actions).all(dim=1)
@@ -350,6 +422,22 @@ class Lockstep:
         started = ep.started if ep is not None else now
         return Ended(row, success, cause, error, ret, length, first if first > 0 else None,
                      now - started)
+
+
+def _host(obs: Any) -> Any:
+    """A batch of observations copied to the host (a dict part by part): state float32,
+    pixels uint8, as the serial worker hands them to ``act``."""
+    if isinstance(obs, dict):
+        return {k: _host(v) for k, v in obs.items()}
+    array = obs.detach().cpu().numpy()
+    return np.array(array, dtype=np.uint8 if array.dtype == np.uint8 else np.float32)
+
+
+def _rows(host: Any, row: int) -> Any:
+    """Row ``row`` of a host batch as a batch of one."""
+    if isinstance(host, dict):
+        return {k: v[row:row + 1] for k, v in host.items()}
+    return host[row:row + 1]
 
 
 def _finite_rows(torch: Any, x: Any) -> Any:

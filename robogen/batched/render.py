@@ -112,6 +112,8 @@ class BatchRenderer:
                 use_precomputed_rays=False,  # per-world cam_fovy (the camera axis)
                 shadow_light_fraction=SHADOW_FRACTION, enable_specular=specular)
         self._base_textures = list(self.rc.textures_registry)
+        # the model's pixels now (the worlds' model may be a host env's, edited later)
+        self._tex_data = np.array(model.tex_data)
         self._variants: list[NDArray[np.uint8]] = []  # pixels of the extra textures
         self._texture_ids = np.tile(np.arange(model.ntex), (worlds.worlds, 1))
         self._skybox = skyboxes[0] if skyboxes else -1
@@ -215,7 +217,7 @@ class BatchRenderer:
             return
         h, wd, nch = int(model.tex_height[t]), int(model.tex_width[t]), int(model.tex_nchannel[t])
         block = rows[:, adr:adr + h * wd * nch]
-        nominal = np.asarray(model.tex_data[adr:adr + h * wd * nch])
+        nominal = self._tex_data[adr:adr + h * wd * nch]
         for i in np.flatnonzero(np.any(block != nominal, axis=1)):
             pixels = block[i].astype(np.uint8).reshape(h, wd, nch)
             key = (t, pixels.tobytes())
@@ -240,7 +242,7 @@ class BatchRenderer:
         h, wd, nch = int(model.tex_height[tid]), int(model.tex_width[tid]), int(
             model.tex_nchannel[tid])
         adr = int(model.tex_adr[tid])
-        return np.asarray(model.tex_data[adr:adr + h * wd * nch]).reshape(h, wd, nch).copy()
+        return self._tex_data[adr:adr + h * wd * nch].reshape(h, wd, nch).copy()
 
 
 def _texture(wp: Any, pixels: NDArray[np.uint8]) -> Any:

@@ -133,7 +133,9 @@ class TensorActing(Protocol):
 
     def act_tensor(self, obs: Any) -> Any:
         """Deterministic actions ``(B, act_dim) float32`` (a ``torch.Tensor`` on ``obs``'s
-        device) for ``obs`` ``(B, obs_dim) float32`` (a ``torch.Tensor``), or None."""
+        device) for ``obs`` in the observation mode's layout batched, as torch tensors:
+        ``(B, obs_dim) float32``, ``(B, H, W, 3) uint8`` or ``{"state": ..., "pixels":
+        ...}``; or None."""
         ...
 
 

@@ -102,16 +102,19 @@ class FlaxBCPolicy:
         return self.model.predict(obs)
 
     def act_tensor(self, obs: Any) -> Any:
-        """:meth:`act` on a ``(B, D)`` float32 torch tensor, without a host copy
-        (:class:`~robogen.policies.base.TensorActing`): the tensor enters JAX through DLPack
+        """:meth:`act` on a batch of torch tensors, without a host copy
+        (:class:`~robogen.policies.base.TensorActing`): each tensor enters JAX through DLPack
         (zero-copy on the same device), the jitted row-by-row network runs there and the
-        actions come back to torch the same way. None for image policies.
+        actions come back to torch the same way.
+
+        Args:
+            obs: ``(B, D) float32`` state, ``(B, H, W, 3) uint8`` pixels or a dict of both
+                (torch tensors), as :attr:`obs_mode` asks.
 
         Returns:
-            ``(B, A) float32`` torch tensor of actions within the action space.
+            ``(B, A) float32`` torch tensor of actions within the action space, or None if
+            ``obs`` is not what the model reads.
         """
-        if self.obs_mode != "state":
-            return None
         import jax
         import jax.numpy as jnp
         import torch
@@ -119,14 +122,22 @@ class FlaxBCPolicy:
         from robogen.policies.bc_net import predict_fn
 
         m = self.model
-        x = jax.dlpack.from_dlpack(obs.detach().contiguous())
-        b = int(x.shape[0])
+        parts = obs if isinstance(obs, dict) else {
+            "state" if self.obs_mode == "state" else "pixels": obs}
+        if set(parts) != set(m.obs_shapes):
+            return None
+        x = {k: jax.dlpack.from_dlpack(v.detach().contiguous()) for k, v in parts.items()}
+        if "state" in x:
+            x["state"] = x["state"].astype(jnp.float32)
+        if "pixels" in x and x["pixels"].dtype != jnp.uint8:
+            return None
+        b = int(next(iter(x.values())).shape[0])
         padded = 1 << max(0, (b - 1).bit_length())  # the buckets of BCModel.predict
         if padded != b:
-            x = jnp.concatenate([x, jnp.zeros((padded - b, *x.shape[1:]), x.dtype)])
+            x = {k: jnp.concatenate([v, jnp.zeros((padded - b, *v.shape[1:]), v.dtype)])
+                 for k, v in x.items()}
         params, stats = m.device_arrays
-        out = predict_fn(m.config, m.act_dim)(params, stats, {"state": x.astype(jnp.float32)},
-                                               b)[:b]
+        out = predict_fn(m.config, m.act_dim)(params, stats, x, b)[:b]
         low, high = jnp.asarray(m.action_low), jnp.asarray(m.action_high)
         return torch.from_dlpack((low + (out + 1.0) * 0.5 * (high - low)).astype(jnp.float32))
 

@@ -47,7 +47,8 @@ def mean_action_tensor_fn(policy: Any, vecnormalize: Any = None
     """
     if policy is None or not mean_action_applies(policy):
         return None
-    if len(policy.observation_space.shape) != 1:
+    shape = policy.observation_space.shape  # None for a Dict space (state+pixels)
+    if shape is None or len(shape) != 1:
         return None
     import torch
 

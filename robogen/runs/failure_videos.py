@@ -5,7 +5,9 @@ Each video's label says whether the replays reproduced the stored episodes (succ
 cause, return and length, compared exactly); ``videos/index.json`` maps labels to files.
 A policy that observes pixels is filmed through its own eyes: the frames it received, after
 the episode's ``sensor`` corruption (named in the label); a state policy's video is a clean
-render, and its label says the corruption applied to the policy's state.
+render, and its label says the corruption applied to the policy's state. A run of the
+batched backend is replayed on the serial path too: its label says so (:data:`BATCHED_REPLAY`),
+since its pixel policy saw MuJoCo Warp's frames, not the OpenGL frames filmed.
 """
 
 from __future__ import annotations
@@ -35,6 +37,10 @@ if TYPE_CHECKING:
     import numpy as np
 
     from robogen.rollout.worker import EpisodeWorker
+
+
+BATCHED_REPLAY = "replayed on the serial backend: C MuJoCo physics, OpenGL frames"
+"""Label note of a video of a batched run's episode (the run stepped MuJoCo Warp worlds)."""
 
 
 def _slug(text: str) -> str:
@@ -105,7 +111,8 @@ def film_failures(
 
         worker = EpisodeWorker(m)
     camera = film_camera(worker)
-    policy_frames = films_policy_frames(m)
+    batched = m.backend.kind == "batched"
+    policy_frames = films_policy_frames(m) and not batched
     stored = {(x.condition, x.episode_index): x for x in results}
     nominal_replays: dict[int, tuple[EpisodeResult, np.ndarray]] = {}  # several axes, one twin
     try:
@@ -123,6 +130,8 @@ def film_failures(
             rel = Path(VIDEO_DIR) / f"{_slug(r.condition)}-ep{i:04d}.mp4"
             (store.run_dir / VIDEO_DIR).mkdir(parents=True, exist_ok=True)
             short, note = corruption_note(r, policy_frames)
+            if batched:
+                note = ", ".join(x for x in (note, BATCHED_REPLAY) if x)
             write_side_by_side(
                 store.run_dir / rel,
                 nom_frames,

@@ -26,7 +26,6 @@ from typer.testing import CliRunner
 
 import robogen
 from robogen.cli import app
-from robogen.configs import BATCHED_REFUSES
 from robogen.rollout.store import EPISODES_DIR, ResultStore
 from tests.batched.states import HAVE_MJWARP, NO_MJWARP
 
@@ -166,13 +165,11 @@ def test_kill_mid_run_then_resume_loses_and_repeats_nothing(tmp_path: Path) -> N
     ([*REACHER, "--worlds", "0"], "--worlds must be an integer >= 1 (the batched backend's "
      "parallel worlds), got 0; give e.g. --worlds 64, or run with --backend ray"),
     ([*REACHER, "--axes", "lighting"], "axis 'lighting' cannot run on the batched backend"),
-    ([*REACHER, "--obs-mode", "pixels"], BATCHED_REFUSES.format(what="pixel policies")),
     (["--env", "gymnasium/Reacher-v5", "--policy", "remote:ws://127.0.0.1:9"],
      "remote: policies ('remote:ws://127.0.0.1:9'"),
-    ([*REACHER, "--videos", "2"], "failure videos (--videos 2; give --videos 0) on the batched"),
     (["--env", "robogen/Reach-v0", "--policy", "expert:reach", "--axes", "physics"],
      "reads the simulator of each env (a scripted expert)"),
-], ids=["worlds-0", "unbatchable-axis", "pixels", "remote", "videos", "privileged"])
+], ids=["worlds-0", "unbatchable-axis", "remote", "privileged"])
 def test_bad_input_exits_2_names_the_value_and_the_ray_backend(
         tmp_path: Path, args: list[str], needle: str) -> None:
     out = tmp_path / "run"

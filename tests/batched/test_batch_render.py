@@ -278,3 +278,25 @@ def test_skybox_and_floor_textures_per_world_in_a_gymnasium_env() -> None:
     assert np.array_equal(after[0], before[0])
     top = slice(0, SIZE // 3)  # the sky: the skybox variant is drawn
     assert np.abs(after[1, top].astype(np.int64) - before[1, top]).mean() > 10.0
+
+
+def test_textures_compare_with_the_model_pixels_at_construction(batch: dict[str, Any]) -> None:
+    """The worlds' model may be a host env's, which each host reset edits: rows equal to
+    the pixels the renderer was built with keep the model's textures even after the model's
+    ``tex_data`` changed (the batched backend's host env paints its textures per episode)."""
+    renderer, worlds = batch["renderer"], batch["worlds"]
+    model = worlds.model
+    built = np.array(model.tex_data)
+    try:
+        model.tex_data[:] = 255 - built  # a host reset painted other pixels
+        renderer.set_textures(np.tile(built, (worlds.worlds, 1)))
+        assert (renderer.texture_ids() == np.arange(model.ntex)).all()
+        painted = np.tile(built, (worlds.worlds, 1))
+        painted[1] = 255 - built
+        renderer.set_textures(painted)
+        ids = renderer.texture_ids()
+        assert (ids[1] >= model.ntex).all() and (np.delete(ids, 1, 0) < model.ntex).all()
+    finally:
+        model.tex_data[:] = built
+        renderer.install(batch["fields"])
+    assert np.array_equal(renderer.render_numpy(), batch["frames"].numpy())

@@ -47,3 +47,23 @@ def test_flax_act_tensor_goes_through_dlpack_and_equals_act() -> None:
     assert isinstance(got, torch.Tensor) and got.shape == (5, 3)
     np.testing.assert_allclose(got.numpy(), want, rtol=1e-6, atol=1e-6)
     assert np.ptp(want) > 0
+
+
+def test_flax_act_tensor_takes_state_and_pixels_tensors_and_equals_act() -> None:
+    """The shipped ``state+pixels`` Push policy: a dict of a float32 state tensor and a uint8
+    frame tensor (the batched backend's pixel observations) gives ``act``'s actions exactly
+    (the same jitted row-by-row network); a batch in the wrong layout gives None."""
+    from robogen.policies.bc_io import load_bc
+    from robogen.policies.flax_policy import FlaxBCPolicy
+
+    model = load_bc(Path(robogen.__file__).parent / "assets" / "policies" / "push_pixels_plain")
+    policy = FlaxBCPolicy(model)
+    rng = np.random.default_rng(2)
+    obs = {"state": rng.standard_normal((3, 30)).astype(np.float32),
+           "pixels": rng.integers(0, 256, (3, 84, 84, 3), dtype=np.uint8)}
+    want = policy.act(obs)
+    got = policy.act_tensor({k: torch.from_numpy(v) for k, v in obs.items()})
+    assert isinstance(got, torch.Tensor) and got.shape == (3, 6)
+    np.testing.assert_array_equal(got.numpy(), want)
+    assert np.ptp(want) > 0
+    assert policy.act_tensor(torch.from_numpy(obs["pixels"])) is None  # pixels alone
