@@ -1,7 +1,10 @@
-"""Episodes/s of ``robogen eval``: the batched backend (N worlds) vs the serial backend.
+"""Episodes/s and env steps/s of ``robogen eval``: the batched backend (N worlds) vs the
+serial backend (and the Ray backend with ``--ray-workers K``).
 
 The same evaluation (env, policy, axes, episodes, step limit, seed) runs on the serial
-backend and on the batched backend at each ``--worlds`` N, in this process, through
+backend, on the Ray backend with K workers (an embedded cluster started and stopped by each
+run: its start-up is counted) and on the batched backend at each ``--worlds`` N, in this
+process, through
 :func:`robogen.rollout.runner.run_evaluation` (the episodes stored, no report). Before the
 timed runs one small untimed batched run loads the scene's kernels (a cold kernel cache
 compiles them: tens of seconds on a CPU). The time of a run includes its start-up (policy
@@ -15,11 +18,14 @@ the batched backend draws its frames with MuJoCo Warp's batch renderer, the seri
 OpenGL, so outcomes may differ (the renderers' frames differ, ``docs/benchmarks.md``).
 
 GPU speed is not measured on a machine without a GPU: by default warp's CPU device runs the
-worlds one after another (``--sim-device cuda:0`` on a GPU). Usage:
+worlds one after another. On a GPU: ``--sim-device cuda:0 --worlds 64,1024,8192,32768
+--episodes 20000 --ray-workers <the machine's cores>`` (the issue's goals there: >= 1 M
+perturbed state steps/s, >= 50k 84x84 policy frames/s with ``--pixels``, >= 100x the Ray
+backend on the same machine's CPUs). Usage:
 
     python benchmarks/bench_batched_eval.py [--env gymnasium/Reacher-v5] [--episodes 200]
         [--worlds 64,400] [--rounds 1] [--sim-device cpu] [--max-steps N] [--safety]
-        [--torch-threads T] [--pixels]
+        [--torch-threads T] [--pixels] [--ray-workers K]
 
 ``--torch-threads T`` adds, at each N, a batched run with torch on T intra-op threads (the
 backend runs torch on one thread on the CPU device; torch's default is one per core): the
@@ -53,13 +59,19 @@ PIXELS = {"env": "robogen/Push-v0", "obs_mode": "state+pixels", "axes": ["lighti
 
 
 def _run(base: dict, out: Path, **how: object) -> tuple[float, dict]:
+    """(seconds, outcomes) of one evaluation; env steps go to ``STEPS[out.name]``."""
     cfg = load_eval_config(None, **base, **how, out=out)
     start = time.perf_counter()
     store = run_evaluation(cfg)
     took = time.perf_counter() - start
-    outcomes = {(r.condition, r.episode_index): (r.success, r.cause)
-                for r in store.load_results()}
+    results = store.load_results()
+    STEPS[out.name.rsplit("-", 1)[0]] = sum(r.length_steps for r in results)
+    outcomes = {(r.condition, r.episode_index): (r.success, r.cause) for r in results}
     return took, outcomes
+
+
+STEPS: dict[str, int] = {}
+"""Env steps of the last run of each way (way -> steps)."""
 
 
 @contextlib.contextmanager
@@ -95,6 +107,8 @@ def main() -> None:
     p.add_argument("--torch-threads", type=int, default=None)
     p.add_argument("--pixels", action="store_true",
                    help="Push with the shipped state+pixels CNN on lighting@0.3")
+    p.add_argument("--ray-workers", type=int, default=0,
+                   help="also run the Ray backend with this many workers (0: not)")
     a = p.parse_args()
     import torch
 
@@ -114,6 +128,14 @@ def main() -> None:
         for r in range(a.rounds):
             took, serial = _run(base, root / f"serial-{r}", backend="serial", videos=0)
             times.setdefault("serial", []).append(took)
+            if a.ray_workers:
+                way = f"ray {a.ray_workers}"
+                took, ray = _run(base, root / f"{way}-{r}", backend="ray",
+                                 workers=a.ray_workers, videos=0)
+                times.setdefault(way, []).append(took)
+                same = sum(ray[k] == serial[k] for k in serial)
+                print(f"round {r}: {way} workers: {same}/{len(serial)} episodes with the "
+                      "serial outcome")
             for n in worlds:
                 for threads in (None, a.torch_threads) if a.torch_threads else (None,):
                     torch.set_num_threads(default_threads)
@@ -127,10 +149,12 @@ def main() -> None:
                           "the serial outcome")
     episodes = 2 * a.episodes
     serial_s = statistics.median(times["serial"])
+    ray_s = statistics.median(times[f"ray {a.ray_workers}"]) if a.ray_workers else None
     for way, ts in times.items():
         s = statistics.median(ts)
+        vs_ray = f"  {ray_s / s:5.2f}x ray" if ray_s is not None else ""
         print(f"{way:>18}: {s:7.2f} s  {episodes / s:8.1f} episodes/s  "
-              f"{serial_s / s:5.2f}x serial")
+              f"{STEPS.get(way, 0) / s:9.0f} env steps/s  {serial_s / s:5.2f}x serial{vs_ray}")
 
 
 if __name__ == "__main__":
