@@ -133,6 +133,16 @@ def per_world_fields(manifest: EvalManifest, scene: Any) -> list[str]:
     Raises:
         InvalidSpecError: Naming the axis (or draw) and ``--backend ray``.
     """
+    drawn = {lv.axis for cond in manifest.conditions for lv in cond.levels if lv.severity > 0}
+    refused = sorted(drawn - set(BATCHED_AXES))
+    if refused:  # all of them at once, with the --axes that would run
+        ok = [a for a in manifest.axes if a in BATCHED_AXES]
+        hint = f"give --axes {','.join(ok)} (this run's batchable axes) or " if ok else ""
+        names = ", ".join(map(repr, refused))
+        raise InvalidSpecError(
+            f"ax{'es' if len(refused) > 1 else 'is'} {names} cannot run on the "
+            "batched backend (their edits are not per-world model fields yet; batchable axes: "
+            f"{', '.join(BATCHED_AXES)}); {hint}run with --backend ray")
     kinds: dict[type, None] = {}
     for cond in manifest.conditions:
         if not any(lv.severity > 0 for lv in cond.levels):

@@ -169,7 +169,13 @@ def test_kill_mid_run_then_resume_loses_and_repeats_nothing(tmp_path: Path) -> N
      "remote: policies ('remote:ws://127.0.0.1:9'"),
     (["--env", "robogen/Reach-v0", "--policy", "expert:reach", "--axes", "physics"],
      "reads the simulator of each env (a scripted expert)"),
-], ids=["worlds-0", "unbatchable-axis", "remote", "privileged"])
+    (["--env", "robogen/Push-v0", "--policy", "random"],  # the default axes: all named
+     "axes 'action', 'language', 'object_pose', 'object_shape', 'sensor' cannot run on the "
+     "batched backend (their edits are not per-world model fields yet; batchable axes: physics, "
+     "embodiment, lighting, camera, texture, background, distractors); give --axes background,"
+     "camera,distractors,embodiment,lighting,physics,texture (this run's batchable axes) or run "
+     "with --backend ray"),
+], ids=["worlds-0", "unbatchable-axis", "remote", "privileged", "default-axes"])
 def test_bad_input_exits_2_names_the_value_and_the_ray_backend(
         tmp_path: Path, args: list[str], needle: str) -> None:
     out = tmp_path / "run"
