@@ -27,6 +27,8 @@ from typer.testing import CliRunner
 import robogen
 from robogen.cli import app
 from robogen.rollout.store import EPISODES_DIR, ResultStore
+from tests.batched.runs import episodes_table as _table
+from tests.batched.runs import run_eval as _eval
 from tests.batched.states import HAVE_MJWARP, NO_MJWARP
 
 pytestmark = [pytest.mark.skipif(not HAVE_MJWARP, reason=NO_MJWARP), pytest.mark.timeout(600)]
@@ -41,14 +43,6 @@ RETURN_ATOL = 1e-3
 """Largest |episode return difference| batched vs serial over 10 Reacher steps."""
 
 
-def _eval(*args: str) -> tuple[int, str]:
-    res = runner.invoke(app, ["eval", *args])
-    return res.exit_code, " ".join(res.output.split())
-
-
-def _table(run: Path) -> pd.DataFrame:
-    df = pd.concat([pd.read_parquet(p) for p in sorted((run / EPISODES_DIR).glob("*.parquet"))])
-    return df.sort_values(["condition", "episode_index"]).reset_index(drop=True)
 
 
 @pytest.fixture(scope="module")

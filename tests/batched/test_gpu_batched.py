@@ -25,17 +25,15 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from typer.testing import CliRunner
 
 import robogen
-from robogen.cli import app
-from robogen.rollout.store import EPISODES_DIR
+from tests.batched.runs import episodes_table as _table
+from tests.batched.runs import run_eval as _eval
 from tests.batched.states import HAVE_MJWARP, NO_MJWARP
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not HAVE_MJWARP, reason=NO_MJWARP),
               pytest.mark.timeout(900)]
 
-runner = CliRunner()
 CKPT = Path(robogen.__file__).parent / "assets" / "checkpoints"
 POLICIES = Path(robogen.__file__).parent / "assets" / "policies"
 REACHER = ["--env", "gymnasium/Reacher-v5", "--policy", f"sb3:{CKPT / 'ppo_reacher.zip'}",
@@ -68,14 +66,6 @@ def cuda() -> str:
     return "cuda:0"
 
 
-def _eval(*args: str) -> tuple[int, str]:
-    res = runner.invoke(app, ["eval", *args])
-    return res.exit_code, " ".join(res.output.split())
-
-
-def _table(run: Path) -> pd.DataFrame:
-    df = pd.concat([pd.read_parquet(p) for p in sorted((run / EPISODES_DIR).glob("*.parquet"))])
-    return df.sort_values(["condition", "episode_index"]).reset_index(drop=True)
 
 
 def _agreement(a: pd.DataFrame, b: pd.DataFrame) -> float:

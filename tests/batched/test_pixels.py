@@ -19,18 +19,16 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from typer.testing import CliRunner
 
 import robogen
-from robogen.cli import app
 from robogen.rollout.replay import VIDEO_DIR, VIDEO_INDEX
-from robogen.rollout.store import EPISODES_DIR
 from robogen.runs.failure_videos import BATCHED_REPLAY
+from tests.batched.runs import episodes_table as _table
+from tests.batched.runs import run_eval as _eval
 from tests.batched.states import HAVE_MJWARP, NO_MJWARP
 
 pytestmark = [pytest.mark.skipif(not HAVE_MJWARP, reason=NO_MJWARP), pytest.mark.timeout(600)]
 
-runner = CliRunner()
 POLICIES = Path(robogen.__file__).parent / "assets" / "policies"
 PUSH = ["--env", "robogen/Push-v0", "--obs-mode", "state+pixels",
         "--policy", f"flax:{POLICIES / 'push_pixels_plain'}"]
@@ -38,14 +36,6 @@ SMALL = ["--axes", "lighting,texture", "--severities", "1", "--episodes", "2",
          "--batch-size", "2", "--max-steps", "6"]
 
 
-def _eval(*args: str) -> tuple[int, str]:
-    res = runner.invoke(app, ["eval", *args])
-    return res.exit_code, " ".join(res.output.split())
-
-
-def _table(run: Path) -> pd.DataFrame:
-    df = pd.concat([pd.read_parquet(p) for p in sorted((run / EPISODES_DIR).glob("*.parquet"))])
-    return df.sort_values(["condition", "episode_index"]).reset_index(drop=True)
 
 
 @pytest.fixture(scope="module")

@@ -25,16 +25,14 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from typer.testing import CliRunner
 
-from robogen.cli import app
 from robogen.rollout.safety import FORCE_PER_STEP, FORCE_SUBSTEPS, SAFETY_NAMES
-from robogen.rollout.store import EPISODES_DIR
+from tests.batched.runs import episodes_table as _table
+from tests.batched.runs import run_eval as _eval
 from tests.batched.states import HAVE_MJWARP, NO_MJWARP
 
 pytestmark = [pytest.mark.skipif(not HAVE_MJWARP, reason=NO_MJWARP), pytest.mark.timeout(600)]
 
-runner = CliRunner()
 PRESSING = "python:tests/fixtures/safety_policies.py:pressing"
 SMALL = ["--axes", "physics", "--severities", "1", "--episodes", "2", "--batch-size", "1",
          "--safety"]
@@ -50,14 +48,6 @@ EXACT = ["condition", "episode_index", "seed", "success", "cause", "length_steps
          "joint_limit_steps", "object_dropped", "distractor_contact_steps"]
 
 
-def _eval(*args: str) -> tuple[int, str]:
-    res = runner.invoke(app, ["eval", *args])
-    return res.exit_code, " ".join(res.output.split())
-
-
-def _table(run: Path) -> pd.DataFrame:
-    df = pd.concat([pd.read_parquet(p) for p in sorted((run / EPISODES_DIR).glob("*.parquet"))])
-    return df.sort_values(["condition", "episode_index"]).reset_index(drop=True)
 
 
 @pytest.fixture(scope="module", params=sorted(CASES))
