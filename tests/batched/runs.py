@@ -23,3 +23,10 @@ def episodes_table(run: Path) -> pd.DataFrame:
     """Every stored episode of ``run``, sorted by (condition, episode_index)."""
     df = pd.concat([pd.read_parquet(p) for p in sorted((run / EPISODES_DIR).glob("*.parquet"))])
     return df.sort_values(["condition", "episode_index"]).reset_index(drop=True)
+
+
+def eval_ok(*args: str) -> str:
+    """``robogen eval ARGS`` that must succeed (exit 0); its output on one line."""
+    code, text = run_eval(*args)
+    assert code == 0, text
+    return text

@@ -28,6 +28,7 @@ import robogen
 from robogen.cli import app
 from robogen.rollout.store import EPISODES_DIR, ResultStore
 from tests.batched.runs import episodes_table as _table
+from tests.batched.runs import eval_ok
 from tests.batched.runs import run_eval as _eval
 from tests.batched.states import HAVE_MJWARP, NO_MJWARP
 
@@ -49,12 +50,10 @@ RETURN_ATOL = 1e-3
 def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     root = tmp_path_factory.mktemp("runs")
     out = {"batched": root / "batched", "serial": root / "serial"}
-    code, text = _eval(*REACHER, *SMALL, "--backend", "batched", "--worlds", "3",
-                       "--out", str(out["batched"]))
-    assert code == 0, text
-    code, text = _eval(*REACHER, *SMALL, "--backend", "serial", "--videos", "0",
-                       "--out", str(out["serial"]))
-    assert code == 0, text
+    eval_ok(*REACHER, *SMALL, "--backend", "batched", "--worlds", "3",
+            "--out", str(out["batched"]))
+    eval_ok(*REACHER, *SMALL, "--backend", "serial", "--videos", "0",
+            "--out", str(out["serial"]))
     return out
 
 
@@ -146,8 +145,7 @@ def test_kill_mid_run_then_resume_loses_and_repeats_nothing(tmp_path: Path) -> N
     before = {p.name: p.read_bytes() for p in parts.glob("unit-*.parquet")}
     done_before = ResultStore.open(out).done_units()
     assert 0 < len(before) == len(done_before) < 16
-    code, text = _eval("--resume", str(out), "--backend", "batched")
-    assert code == 0, text
+    eval_ok("--resume", str(out), "--backend", "batched")
     for name, data in before.items():  # stored before the kill: not run again
         assert (parts / name).read_bytes() == data
     results = ResultStore.open(out).load_results()
@@ -202,12 +200,10 @@ def test_success_rates_agree_with_the_serial_backend_on_200_episodes(tmp_path: P
 
     args = [*REACHER, "--axes", "physics", "--severities", "0.3", "--episodes",
             str(PARITY_EPISODES), "--batch-size", "8", "--seed", "0"]
-    code, text = _eval(*args, "--backend", "batched", "--worlds", "64",
-                       "--out", str(tmp_path / "batched"))
-    assert code == 0, text
-    code, text = _eval(*args, "--backend", "serial", "--videos", "0",
-                       "--out", str(tmp_path / "serial"))
-    assert code == 0, text
+    eval_ok(*args, "--backend", "batched", "--worlds", "64",
+            "--out", str(tmp_path / "batched"))
+    eval_ok(*args, "--backend", "serial", "--videos", "0",
+            "--out", str(tmp_path / "serial"))
     batched, serial = _table(tmp_path / "batched"), _table(tmp_path / "serial")
     for cond in ("nominal", "physics@0.3"):
         b = batched[batched.condition == cond].success.to_numpy()
@@ -317,12 +313,10 @@ def test_refilled_worlds_follow_the_serial_episodes_of_a_terminating_env(
     serial cause, its return within float32 drift."""
     args = ["--env", "gymnasium/Hopper-v5", "--policy", "random", "--axes", "physics",
             "--severities", "0.5", "--episodes", "6", "--batch-size", "3", "--max-steps", "30"]
-    code, text = _eval(*args, "--backend", "batched", "--worlds", "3",
-                       "--out", str(tmp_path / "batched"))
-    assert code == 0, text
-    code, text = _eval(*args, "--backend", "serial", "--videos", "0",
-                       "--out", str(tmp_path / "serial"))
-    assert code == 0, text
+    eval_ok(*args, "--backend", "batched", "--worlds", "3",
+            "--out", str(tmp_path / "batched"))
+    eval_ok(*args, "--backend", "serial", "--videos", "0",
+            "--out", str(tmp_path / "serial"))
     batched, serial = _table(tmp_path / "batched"), _table(tmp_path / "serial")
     cols = ["condition", "episode_index", "success", "cause", "length_steps"]
     pd.testing.assert_frame_equal(batched[cols], serial[cols])

@@ -28,7 +28,7 @@ import pytest
 
 import robogen
 from tests.batched.runs import episodes_table as _table
-from tests.batched.runs import run_eval as _eval
+from tests.batched.runs import eval_ok
 from tests.batched.states import HAVE_MJWARP, NO_MJWARP
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not HAVE_MJWARP, reason=NO_MJWARP),
@@ -74,12 +74,10 @@ def _agreement(a: pd.DataFrame, b: pd.DataFrame) -> float:
 
 
 def _both(tmp_path: Path, args: list[str], device: str) -> tuple[pd.DataFrame, pd.DataFrame]:
-    code, text = _eval(*args, "--backend", "batched", "--sim-device", device,
-                       "--out", str(tmp_path / "gpu"))
-    assert code == 0, text
-    code, text = _eval(*args, "--backend", "serial", "--videos", "0",
-                       "--out", str(tmp_path / "serial"))
-    assert code == 0, text
+    eval_ok(*args, "--backend", "batched", "--sim-device", device,
+            "--out", str(tmp_path / "gpu"))
+    eval_ok(*args, "--backend", "serial", "--videos", "0",
+            "--out", str(tmp_path / "serial"))
     return _table(tmp_path / "gpu"), _table(tmp_path / "serial")
 
 

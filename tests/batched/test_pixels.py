@@ -24,6 +24,7 @@ import robogen
 from robogen.rollout.replay import VIDEO_DIR, VIDEO_INDEX
 from robogen.runs.failure_videos import BATCHED_REPLAY
 from tests.batched.runs import episodes_table as _table
+from tests.batched.runs import eval_ok
 from tests.batched.runs import run_eval as _eval
 from tests.batched.states import HAVE_MJWARP, NO_MJWARP
 
@@ -43,15 +44,12 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     root = tmp_path_factory.mktemp("pixel-runs")
     out = {"batched": root / "batched", "refilled": root / "refilled",
            "serial": root / "serial"}
-    code, text = _eval(*PUSH, *SMALL, "--backend", "batched", "--worlds", "6",
-                       "--videos", "1", "--out", str(out["batched"]))
-    assert code == 0, text
-    code, text = _eval(*PUSH, *SMALL, "--backend", "batched", "--worlds", "4",
-                       "--out", str(out["refilled"]))
-    assert code == 0, text
-    code, text = _eval(*PUSH, *SMALL, "--backend", "serial", "--videos", "0",
-                       "--out", str(out["serial"]))
-    assert code == 0, text
+    eval_ok(*PUSH, *SMALL, "--backend", "batched", "--worlds", "6",
+            "--videos", "1", "--out", str(out["batched"]))
+    eval_ok(*PUSH, *SMALL, "--backend", "batched", "--worlds", "4",
+            "--out", str(out["refilled"]))
+    eval_ok(*PUSH, *SMALL, "--backend", "serial", "--videos", "0",
+            "--out", str(out["serial"]))
     return out
 
 
@@ -109,12 +107,11 @@ def test_a_pixels_only_policy_gets_uint8_frames_through_its_host_act(tmp_path: P
     ``(N, 84, 84, 3) uint8`` host batch per step (the fixture asserts the layout, so a wrong
     one ends episodes as ``policy_error``), and its actions follow the frames."""
     out = tmp_path / "run"
-    code, text = _eval("--env", "robogen/Push-v0", "--obs-mode", "pixels", "--policy",
-                       "python:tests/fixtures/pixel_policies.py:image_driven",
-                       "--axes", "lighting", "--severities", "1", "--episodes", "2",
-                       "--max-steps", "4", "--backend", "batched", "--worlds", "4",
-                       "--out", str(out))
-    assert code == 0, text
+    eval_ok("--env", "robogen/Push-v0", "--obs-mode", "pixels", "--policy",
+            "python:tests/fixtures/pixel_policies.py:image_driven",
+            "--axes", "lighting", "--severities", "1", "--episodes", "2",
+            "--max-steps", "4", "--backend", "batched", "--worlds", "4",
+            "--out", str(out))
     t = _table(out)
     assert (t.cause == "timeout").all(), t[["cause", "error"]]
     assert t.first_frame_digest.notna().all()
@@ -152,12 +149,10 @@ def test_pixel_policy_nominal_success_on_the_batched_backend_vs_serial(tmp_path:
 
     args = [*PUSH, "--axes", "lighting", "--severities", "0.5", "--episodes",
             str(PARITY_EPISODES), "--batch-size", "8", "--seed", "0"]
-    code, text = _eval(*args, "--backend", "batched", "--worlds", "64",
-                       "--out", str(tmp_path / "batched"))
-    assert code == 0, text
-    code, text = _eval(*args, "--backend", "serial", "--videos", "0",
-                       "--out", str(tmp_path / "serial"))
-    assert code == 0, text
+    eval_ok(*args, "--backend", "batched", "--worlds", "64",
+            "--out", str(tmp_path / "batched"))
+    eval_ok(*args, "--backend", "serial", "--videos", "0",
+            "--out", str(tmp_path / "serial"))
     batched, serial = _table(tmp_path / "batched"), _table(tmp_path / "serial")
     for cond in ("nominal", "lighting@0.5"):
         b = batched[batched.condition == cond].success.to_numpy()

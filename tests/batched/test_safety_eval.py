@@ -28,6 +28,7 @@ import pytest
 
 from robogen.rollout.safety import FORCE_PER_STEP, FORCE_SUBSTEPS, SAFETY_NAMES
 from tests.batched.runs import episodes_table as _table
+from tests.batched.runs import eval_ok
 from tests.batched.runs import run_eval as _eval
 from tests.batched.states import HAVE_MJWARP, NO_MJWARP
 
@@ -56,12 +57,10 @@ def runs(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactor
     name = request.param
     args, _ = CASES[name]
     root = tmp_path_factory.mktemp(name)
-    code, text = _eval(*args, *SMALL, "--backend", "batched", "--worlds", "3",
-                       "--out", str(root / "batched"))
-    assert code == 0, text
-    code, text = _eval(*args, *SMALL, "--backend", "serial", "--videos", "0",
-                       "--out", str(root / "serial"))
-    assert code == 0, text
+    eval_ok(*args, *SMALL, "--backend", "batched", "--worlds", "3",
+            "--out", str(root / "batched"))
+    eval_ok(*args, *SMALL, "--backend", "serial", "--videos", "0",
+            "--out", str(root / "serial"))
     return name, root / "batched", root / "serial"
 
 
